@@ -1,0 +1,3 @@
+module github.com/mongopool/mongopool
+
+go 1.25

@@ -1,0 +1,129 @@
+package pool_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// The idle fast path allocates nothing when nobody listens.
+func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
+	p, err := pool.New("127.0.0.1:27017", &fakeConnector{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mustReady(t, p)
+	mustCheckIn(t, p, mustCheckOut(t, p))
+	ctx := context.Background()
+	allocs := testing.AllocsPerRun(1000, func() {
+		c, err := p.CheckOut(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CheckIn(c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("check-out + check-in of an idle connection: %v allocations, want 0", allocs)
+	}
+}
+
+func benchPool(b *testing.B, opts ...pool.Option) *pool.Pool {
+	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	mustReady(b, p)
+	return p
+}
+
+// warm establishes n connections and leaves them idle.
+func warm(b *testing.B, p *pool.Pool, n int) {
+	conns := make([]*pool.Conn, n)
+	for i := range conns {
+		conns[i] = mustCheckOut(b, p)
+	}
+	for _, c := range conns {
+		mustCheckIn(b, p, c)
+	}
+}
+
+func BenchmarkCheckOutCheckIn(b *testing.B) {
+	run := func(b *testing.B, p *pool.Pool) {
+		warm(b, p, 1)
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			c, err := p.CheckOut(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.CheckIn(c)
+		}
+	}
+	b.Run("serial", func(b *testing.B) { run(b, benchPool(b)) })
+	b.Run("serial/events", func(b *testing.B) {
+		run(b, benchPool(b, pool.WithEventHandler(func(pool.Event) {})))
+	})
+}
+
+func BenchmarkParallel(b *testing.B) {
+	for _, par := range []int{1, 32} {
+		b.Run(map[int]string{1: "gomaxprocs", 32: "x32"}[par], func(b *testing.B) {
+			p := benchPool(b, pool.WithMaxPoolSize(0))
+			ctx := context.Background()
+			b.SetParallelism(par)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					c, err := p.CheckOut(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					p.CheckIn(c)
+				}
+			})
+		})
+	}
+}
+
+// Contended: 64 goroutines share 4 connections.
+func BenchmarkContended(b *testing.B) {
+	run := func(b *testing.B, opts ...pool.Option) {
+		p := benchPool(b, append([]pool.Option{pool.WithMaxPoolSize(4)}, opts...)...)
+		warm(b, p, 4)
+		ctx := context.Background()
+		const workers = 64
+		var wg sync.WaitGroup
+		ops := make(chan struct{}, workers)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range ops {
+					c, err := p.CheckOut(ctx)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					p.CheckIn(c)
+				}
+			}()
+		}
+		for range b.N {
+			ops <- struct{}{}
+		}
+		close(ops)
+		wg.Wait()
+	}
+	b.Run("plain", func(b *testing.B) { run(b) })
+	b.Run("events", func(b *testing.B) { run(b, pool.WithEventHandler(func(pool.Event) {})) })
+}

@@ -1,0 +1,79 @@
+package pool
+
+import (
+	"fmt"
+	"time"
+)
+
+// CheckIn gives a checked-out connection back to the pool. The connection goes
+// to the oldest waiting check-out if there is one, back to the idle list
+// otherwise, or is closed if it has perished (stale after a clear, broken by an
+// error its Link reported) or the pool is closed. Checking in a connection of
+// another pool, or one that is not checked out, returns an error and changes
+// nothing.
+func (p *Pool) CheckIn(c *Conn) error {
+	if c == nil || c.pool != p {
+		return fmt.Errorf("%w: pool %s", ErrNotFromThisPool, p.address)
+	}
+	p.mu.Lock()
+	if c.state != stateInUse {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: connection %d of pool %s", ErrNotCheckedOut, c.id, p.address)
+	}
+	if p.observed {
+		// The event must come before anyone can check the connection out
+		// again; meanwhile a second check-in of it fails as above.
+		c.state = stateCheckingIn
+		p.mu.Unlock()
+		p.emit(ConnectionCheckedIn, c, zeroTime, "", nil)
+		p.mu.Lock()
+	}
+	p.counts.checkedIn.Add(1)
+
+	if reason, err := p.checkInPerishedLocked(c); reason != "" {
+		var ob outbox
+		p.closeConnLocked(c, reason, err, &ob)
+		p.dispatchLocked(&ob)
+		poke := p.belowMinLocked()
+		p.mu.Unlock()
+		ob.finish(p)
+		if poke {
+			p.runMaintenanceSoon()
+		}
+		return nil
+	}
+
+	if p.waiting > 0 {
+		// Straight to the oldest waiter: it stays in use.
+		p.inUse--
+		var ob outbox
+		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
+		p.mu.Unlock()
+		return nil
+	}
+	p.inUse--
+	c.state = stateAvailable
+	if p.cfg.maxIdleTime > 0 {
+		c.idleSince = time.Now()
+	}
+	p.idle = append(p.idle, c)
+	p.mu.Unlock()
+	return nil
+}
+
+// checkInPerishedLocked returns why a connection being checked in must be
+// closed, or "".
+func (p *Pool) checkInPerishedLocked(c *Conn) (reason string, err error) {
+	switch {
+	case p.state == statePoolClosed:
+		return ReasonPoolClosed, nil
+	case c.svc == nil || c.gen != c.svc.gen:
+		return ReasonStale, nil
+	case c.broken != nil:
+		return ReasonError, c.broken
+	}
+	if err := c.link.Err(); err != nil {
+		return ReasonError, err
+	}
+	return "", nil
+}

@@ -1,0 +1,130 @@
+package pool
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+var zeroTime time.Time
+
+// clock reads the monotonic clock for event durations, only when someone
+// listens.
+func (p *Pool) clock() time.Time {
+	if p.observed {
+		return time.Now()
+	}
+	return zeroTime
+}
+
+// emit reports a connection or check-out event: the one place where events
+// are built and log records written, and only when someone listens. since is
+// the start of the measured duration, if the event has one.
+func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err error) {
+	if !p.observed {
+		return
+	}
+	e := Event{Type: t, Address: p.address, Reason: reason, Err: err}
+	if c != nil {
+		e.ConnectionID = c.id
+	}
+	if !since.IsZero() {
+		e.Duration = time.Since(since)
+	}
+	p.publish(&e)
+}
+
+// emitPool reports a pool event.
+func (p *Pool) emitPool(t EventType, svc ServiceID, interrupt bool) {
+	if !p.observed {
+		return
+	}
+	e := Event{Type: t, Address: p.address, ServiceID: svc, Interrupt: interrupt}
+	if t == PoolCreated {
+		e.Options = p.cfg.userOptions()
+	}
+	p.publish(&e)
+}
+
+func (p *Pool) publish(e *Event) {
+	for _, h := range p.cfg.handlers {
+		h(*e)
+	}
+	if l := p.cfg.logger; l != nil && l.Enabled(context.Background(), slog.LevelDebug) {
+		p.log(l, e)
+	}
+}
+
+// The specification's log message strings.
+var logMessages = [...]string{
+	PoolCreated:               "Connection pool created",
+	PoolReady:                 "Connection pool ready",
+	PoolCleared:               "Connection pool cleared",
+	PoolClosed:                "Connection pool closed",
+	ConnectionCreated:         "Connection created",
+	ConnectionReady:           "Connection ready",
+	ConnectionClosed:          "Connection closed",
+	ConnectionCheckOutStarted: "Connection checkout started",
+	ConnectionCheckOutFailed:  "Connection checkout failed",
+	ConnectionCheckedOut:      "Connection checked out",
+	ConnectionCheckedIn:       "Connection checked in",
+}
+
+// The specification's reason strings of the log messages, by event reason.
+var (
+	closedReasons = map[string]string{
+		ReasonStale:      "Connection became stale because the pool was cleared",
+		ReasonIdle:       "Connection has been available but unused for longer than the configured max idle time",
+		ReasonError:      "An error occurred while using the connection",
+		ReasonPoolClosed: "Connection pool was closed",
+	}
+	checkOutFailedReasons = map[string]string{
+		ReasonTimeout:         "Wait queue timeout elapsed without a connection becoming available",
+		ReasonConnectionError: "An error occurred while trying to establish a new connection",
+		ReasonPoolClosed:      "Connection pool was closed",
+	}
+)
+
+// Pool options in the order the specification lists them in its message.
+var logOptionOrder = []string{"maxIdleTimeMS", "minPoolSize", "maxPoolSize", "maxConnecting", "waitQueueTimeoutMS"}
+
+// log writes the specification's log message for e: Debug level, component
+// "connection", the message as the record's message and the specification's
+// keys as attributes.
+func (p *Pool) log(l *slog.Logger, e *Event) {
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("component", "connection"), slog.String("serverHost", p.host))
+	if p.port != 0 {
+		attrs = append(attrs, slog.Int("serverPort", p.port))
+	}
+	if e.Type >= ConnectionCreated && e.ConnectionID != 0 {
+		attrs = append(attrs, slog.Int64("driverConnectionId", e.ConnectionID))
+	}
+	switch e.Type {
+	case PoolCreated:
+		for _, k := range logOptionOrder {
+			if v, ok := e.Options[k]; ok {
+				attrs = append(attrs, slog.Int64(k, v))
+			}
+		}
+	case PoolCleared:
+		if !e.ServiceID.IsZero() {
+			attrs = append(attrs, slog.String("serviceId", e.ServiceID.String()))
+		}
+	case ConnectionClosed:
+		attrs = append(attrs, slog.String("reason", closedReasons[e.Reason]))
+		if e.Reason == ReasonError && e.Err != nil {
+			attrs = append(attrs, slog.Any("error", e.Err))
+		}
+	case ConnectionCheckOutFailed:
+		attrs = append(attrs, slog.String("reason", checkOutFailedReasons[e.Reason]))
+		if e.Reason == ReasonConnectionError && e.Err != nil {
+			attrs = append(attrs, slog.Any("error", e.Err))
+		}
+	}
+	switch e.Type {
+	case ConnectionReady, ConnectionCheckedOut, ConnectionCheckOutFailed:
+		attrs = append(attrs, slog.Float64("durationMS", float64(e.Duration)/float64(time.Millisecond)))
+	}
+	l.LogAttrs(context.Background(), slog.LevelDebug, logMessages[e.Type], attrs...)
+}

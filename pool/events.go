@@ -1,0 +1,81 @@
+package pool
+
+import "time"
+
+// EventType names one of the specification's eleven pool events.
+type EventType uint8
+
+// The events, in the specification's order. Their String form is the name the
+// specification's tests use ("ConnectionCheckedOut", ...).
+const (
+	PoolCreated EventType = iota + 1
+	PoolReady
+	PoolCleared
+	PoolClosed
+	ConnectionCreated
+	ConnectionReady
+	ConnectionClosed
+	ConnectionCheckOutStarted
+	ConnectionCheckOutFailed
+	ConnectionCheckedOut
+	ConnectionCheckedIn
+)
+
+var eventNames = [...]string{
+	PoolCreated:               "ConnectionPoolCreated",
+	PoolReady:                 "ConnectionPoolReady",
+	PoolCleared:               "ConnectionPoolCleared",
+	PoolClosed:                "ConnectionPoolClosed",
+	ConnectionCreated:         "ConnectionCreated",
+	ConnectionReady:           "ConnectionReady",
+	ConnectionClosed:          "ConnectionClosed",
+	ConnectionCheckOutStarted: "ConnectionCheckOutStarted",
+	ConnectionCheckOutFailed:  "ConnectionCheckOutFailed",
+	ConnectionCheckedOut:      "ConnectionCheckedOut",
+	ConnectionCheckedIn:       "ConnectionCheckedIn",
+}
+
+func (t EventType) String() string {
+	if int(t) < len(eventNames) && eventNames[t] != "" {
+		return eventNames[t]
+	}
+	return "EventType(?)"
+}
+
+// Reasons carried by ConnectionClosed and ConnectionCheckOutFailed events.
+const (
+	ReasonStale           = "stale"           // closed: the pool was cleared
+	ReasonIdle            = "idle"            // closed: idle longer than maxIdleTimeMS
+	ReasonError           = "error"           // closed: the connection failed
+	ReasonPoolClosed      = "poolClosed"      // closed, or check-out failed: the pool is closed
+	ReasonTimeout         = "timeout"         // check-out failed: a time limit elapsed
+	ReasonConnectionError = "connectionError" // check-out failed: establishment failed or the pool is paused
+)
+
+// Event is one pool event. Which fields are set depends on Type, as the
+// specification defines the event: every event has Address; connection events
+// have ConnectionID; ConnectionReady, ConnectionCheckedOut and
+// ConnectionCheckOutFailed have Duration; ConnectionClosed and
+// ConnectionCheckOutFailed have Reason (and Err when the reason is an error);
+// PoolCleared has ServiceID (load-balanced mode) and Interrupt; PoolCreated has
+// Options.
+//
+// An Event is passed by value and built only when someone listens.
+type Event struct {
+	Type         EventType
+	Address      string
+	ConnectionID int64
+	// Duration of the establishment (ConnectionReady) or of the check-out
+	// (ConnectionCheckedOut, ConnectionCheckOutFailed), on the monotonic clock.
+	Duration time.Duration
+	Reason   string
+	Err      error
+	// ServiceID is the service a load-balanced pool was cleared for.
+	ServiceID ServiceID
+	// Interrupt is the interruptInUseConnections flag of a clear.
+	Interrupt bool
+	// Options holds the specification's pool options the user set, by their
+	// specification names (maxPoolSize, minPoolSize, maxConnecting,
+	// maxIdleTimeMS, waitQueueTimeoutMS), with times in milliseconds.
+	Options map[string]int64
+}

@@ -1,0 +1,156 @@
+package pool_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// evLog records a pool's events and lets a test wait for them.
+type evLog struct {
+	mu     sync.Mutex
+	events []pool.Event
+	signal chan struct{} // closed and replaced on every event
+}
+
+func newEvLog() *evLog { return &evLog{signal: make(chan struct{})} }
+
+func (l *evLog) handle(e pool.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	close(l.signal)
+	l.signal = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *evLog) all() []pool.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]pool.Event(nil), l.events...)
+}
+
+// types returns the types of the recorded events, minus those in skip.
+func (l *evLog) types(skip ...pool.EventType) []string {
+	var out []string
+next:
+	for _, e := range l.all() {
+		for _, s := range skip {
+			if e.Type == s {
+				continue next
+			}
+		}
+		out = append(out, e.Type.String())
+	}
+	return out
+}
+
+func (l *evLog) count(t pool.EventType) int {
+	n := 0
+	for _, e := range l.all() {
+		if e.Type == t {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor blocks until n events of type t were recorded, failing the test
+// after a minute.
+func (l *evLog) waitFor(t testing.TB, typ pool.EventType, n int) {
+	t.Helper()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		l.mu.Lock()
+		c, got := l.signal, 0
+		for _, e := range l.events {
+			if e.Type == typ {
+				got++
+			}
+		}
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-c:
+		case <-timeout.C:
+			t.Fatalf("waited for %d %v events, saw %d: %v", n, typ, got, l.types())
+		}
+	}
+}
+
+// newPool makes a pool with the fake connector and an event log, closed when
+// the test ends.
+func newPool(t testing.TB, f *fakeConnector, opts ...pool.Option) (*pool.Pool, *evLog) {
+	t.Helper()
+	log := newEvLog()
+	opts = append([]pool.Option{pool.WithEventHandler(log.handle)}, opts...)
+	p, err := pool.New("127.0.0.1:27017", f, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p, log
+}
+
+func mustReady(t testing.TB, p *pool.Pool) {
+	t.Helper()
+	if err := p.Ready(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustCheckOut(t testing.TB, p *pool.Pool) *pool.Conn {
+	t.Helper()
+	c, err := p.CheckOut(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustCheckIn(t testing.TB, p *pool.Pool, c *pool.Conn) {
+	t.Helper()
+	if err := p.CheckIn(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkOutAsync starts a check-out on its own goroutine.
+func checkOutAsync(ctx context.Context, p *pool.Pool) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		c, err := p.CheckOut(ctx)
+		ch <- result{c, err}
+	}()
+	return ch
+}
+
+type result struct {
+	c   *pool.Conn
+	err error
+}
+
+// checkCounts asserts the invariants a Stats snapshot must hold.
+func checkCounts(t testing.TB, s pool.Stats) {
+	t.Helper()
+	if s.Total != s.Available+s.Pending+s.InUse {
+		t.Errorf("total %d != available %d + pending %d + in use %d", s.Total, s.Available, s.Pending, s.InUse)
+	}
+	if int64(s.Total) != s.Created-s.Closed {
+		t.Errorf("total %d != created %d - closed %d", s.Total, s.Created, s.Closed)
+	}
+	if int64(s.InUse) != s.CheckedOut-s.CheckedIn {
+		t.Errorf("in use %d != checked out %d - checked in %d", s.InUse, s.CheckedOut, s.CheckedIn)
+	}
+	if s.MaxPoolSize > 0 && s.Total > s.MaxPoolSize {
+		t.Errorf("total %d above maxPoolSize %d", s.Total, s.MaxPoolSize)
+	}
+	if s.Pending > s.MaxConnecting {
+		t.Errorf("pending %d above maxConnecting %d", s.Pending, s.MaxConnecting)
+	}
+}

@@ -1,0 +1,105 @@
+package pool_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// The maintenance establishes minPoolSize only once the pool is ready, and
+// chains the establishments: warm-up takes minPoolSize / maxConnecting
+// establishment times, not maintenance intervals.
+func TestWarmUpToMinPoolSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeConnector{Delay: 5 * time.Millisecond}
+		p, log := newPool(t, f, pool.WithMinPoolSize(100), pool.WithMaxConnecting(2), pool.WithMaintenanceInterval(10*time.Second))
+		time.Sleep(time.Second)
+		if f.started.Load() != 0 {
+			t.Fatal("a paused pool established connections")
+		}
+		start := time.Now()
+		mustReady(t, p)
+		log.waitFor(t, pool.ConnectionReady, 100)
+		synctest.Wait()
+		took := time.Since(start)
+		s := p.Stats()
+		if s.Available != 100 || f.peak.Load() != 2 {
+			t.Fatalf("stats %+v, peak %d", s, f.peak.Load())
+		}
+		// 100 establishments of 5ms, 2 at a time.
+		if took != 250*time.Millisecond {
+			t.Fatalf("warm-up took %v of the fake clock, want 250ms", took)
+		}
+		// PoolReady comes before any background establishment.
+		for _, typ := range log.types(pool.PoolCreated) {
+			if typ == "ConnectionPoolReady" {
+				break
+			}
+			t.Fatalf("%s before ConnectionPoolReady", typ)
+		}
+	})
+}
+
+// Idle connections past maxIdleTimeMS and stale ones are closed by the
+// maintenance, without a check-out meeting them.
+func TestMaintenanceClosesIdleAndStale(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, log := newPool(t, &fakeConnector{}, pool.WithMaxIdleTime(time.Second), pool.WithMaintenanceInterval(100*time.Millisecond))
+		mustReady(t, p)
+		c := mustCheckOut(t, p)
+		mustCheckIn(t, p, c)
+		time.Sleep(1150 * time.Millisecond) // runs every 100ms; idle for more than 1s at the run at 1.1s
+		synctest.Wait()
+		if s := p.Stats(); s.ClosedIdle != 1 || s.Total != 0 {
+			t.Fatalf("stats %+v, want the idle connection closed", s)
+		}
+
+		c = mustCheckOut(t, p)
+		mustCheckIn(t, p, c)
+		p.Clear(pool.ClearOptions{}) // a run starts at once
+		synctest.Wait()
+		if s := p.Stats(); s.ClosedStale != 1 || s.Total != 0 {
+			t.Fatalf("stats %+v, want the stale connection closed right after the clear", s)
+		}
+		for _, e := range log.all() {
+			if e.Type == pool.ConnectionClosed && e.ConnectionID == 1 && e.Reason != pool.ReasonIdle {
+				t.Fatalf("connection 1 closed with reason %q", e.Reason)
+			}
+		}
+	})
+}
+
+// A negative interval means no maintenance at all.
+func TestNegativeIntervalDisablesMaintenance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeConnector{}
+		p, _ := newPool(t, f, pool.WithMinPoolSize(2), pool.WithMaintenanceInterval(-1))
+		mustReady(t, p)
+		time.Sleep(time.Minute)
+		if f.started.Load() != 0 {
+			t.Fatal("maintenance ran with a negative interval")
+		}
+	})
+}
+
+// A clear pauses the population until Ready.
+func TestClearHaltsPopulation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeConnector{}
+		p, _ := newPool(t, f, pool.WithMinPoolSize(3), pool.WithMaintenanceInterval(10*time.Millisecond))
+		mustReady(t, p)
+		synctest.Wait()
+		p.Clear(pool.ClearOptions{})
+		time.Sleep(time.Second)
+		if s := p.Stats(); s.Total != 0 || s.Created != 3 {
+			t.Fatalf("stats while paused %+v, want the stale connections closed and none created", s)
+		}
+		mustReady(t, p)
+		synctest.Wait()
+		if s := p.Stats(); s.Available != 3 || s.Created != 6 {
+			t.Fatalf("stats after ready %+v", s)
+		}
+	})
+}

@@ -1,0 +1,210 @@
+package pool
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the options, as the specification sets them.
+const (
+	DefaultMaxPoolSize         = 100
+	DefaultMaxConnecting       = 2
+	DefaultConnectTimeout      = 10 * time.Second
+	DefaultMaintenanceInterval = time.Second
+)
+
+// An Option configures a pool at construction. Options left out keep the
+// specification's defaults; an option given an invalid value makes [New] fail
+// with an [*OptionError] naming it.
+type Option func(*config)
+
+// config is the resolved set of options of a pool.
+type config struct {
+	maxPoolSize         int
+	minPoolSize         int
+	maxConnecting       int
+	maxIdleTime         time.Duration
+	waitQueueTimeout    time.Duration
+	timeout             time.Duration
+	connectTimeout      time.Duration
+	maintenanceInterval time.Duration
+	loadBalanced        bool
+	handlers            []func(Event)
+	logger              *slog.Logger
+	establishFailed     func(error)
+
+	set optionSet // which options the user gave, for the created event and log
+}
+
+// optionSet records which of the specification's options the user set.
+type optionSet uint8
+
+const (
+	setMaxPoolSize optionSet = 1 << iota
+	setMinPoolSize
+	setMaxConnecting
+	setMaxIdleTime
+	setWaitQueueTimeout
+)
+
+// WithMaxPoolSize sets maxPoolSize: the most connections (pending, idle and in
+// use) the pool may have at once. 0 means no limit. Default 100.
+func WithMaxPoolSize(n int) Option {
+	return func(c *config) { c.maxPoolSize = n; c.set |= setMaxPoolSize }
+}
+
+// WithMinPoolSize sets minPoolSize: the number of connections the pool keeps
+// established in the background while it is ready. Default 0.
+func WithMinPoolSize(n int) Option {
+	return func(c *config) { c.minPoolSize = n; c.set |= setMinPoolSize }
+}
+
+// WithMaxConnecting sets maxConnecting: the most connections the pool
+// establishes at once. Must be at least 1. Default 2.
+func WithMaxConnecting(n int) Option {
+	return func(c *config) { c.maxConnecting = n; c.set |= setMaxConnecting }
+}
+
+// WithMaxIdleTime sets maxIdleTimeMS: an idle connection older than this is
+// closed instead of being checked out. 0 means no limit. Default 0.
+func WithMaxIdleTime(d time.Duration) Option {
+	return func(c *config) { c.maxIdleTime = d; c.set |= setMaxIdleTime }
+}
+
+// WithWaitQueueTimeout sets the specification's deprecated waitQueueTimeoutMS:
+// the longest a check-out waits in the queue for an idle connection or for its
+// turn to establish one. Time spent establishing its own connection does not
+// count. 0 means no limit. Default 0.
+func WithWaitQueueTimeout(d time.Duration) Option {
+	return func(c *config) { c.waitQueueTimeout = d; c.set |= setWaitQueueTimeout }
+}
+
+// WithTimeout sets timeoutMS, the client-side operation timeout: a check-out
+// gives up after this long in all, establishment included. 0 means no limit.
+// The context's deadline applies as well; the earliest limit wins.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// WithConnectTimeout bounds the whole establishment of one connection (dial,
+// TLS, handshake, authentication). The establishment runs on its own goroutine
+// under this limit, not under the context of the check-out that asked for it,
+// so a caller that gives up wastes no half-built connection. 0 means no limit.
+// Default 10s, the default of connectTimeoutMS.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) { c.connectTimeout = d }
+}
+
+// WithMaintenanceInterval sets the time between two runs of the background
+// maintenance, which closes idle and stale connections and establishes
+// connections up to minPoolSize. A negative interval disables the maintenance
+// entirely (the specification's tests use this). Default 1s. A run also starts
+// at once after Ready, after Clear and whenever an establishment ends below
+// minPoolSize.
+func WithMaintenanceInterval(d time.Duration) Option {
+	return func(c *config) { c.maintenanceInterval = d }
+}
+
+// WithLoadBalanced puts the pool in load-balanced mode: the Connector must
+// report each connection's serviceId, generations are kept per service, and
+// Clear takes a serviceId and neither pauses the pool nor empties its queue.
+func WithLoadBalanced(on bool) Option {
+	return func(c *config) { c.loadBalanced = on }
+}
+
+// WithEventHandler subscribes fn to the pool's events. Handlers are called in
+// the order they were given, synchronously, on the goroutine where the event
+// happens and never with the pool's lock held: they may call the pool, but a
+// slow handler slows the pool down.
+func WithEventHandler(fn func(Event)) Option {
+	return func(c *config) {
+		if fn != nil {
+			c.handlers = append(c.handlers, fn)
+		}
+	}
+}
+
+// WithLogger makes the pool write the specification's connection log messages
+// to l at Debug level, with the attribute component="connection". Nothing is
+// formatted unless l is enabled for Debug.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) { c.logger = l }
+}
+
+// WithEstablishErrorHandler registers fn to be told of every failed
+// establishment, before the failed connection is closed and before the
+// check-out waiting on it fails. It is the hook through which a topology layer
+// applies the SDAM rules for errors during connection establishment (typically
+// by clearing the pool). fn runs on the establishing goroutine and may call the
+// pool.
+func WithEstablishErrorHandler(fn func(error)) Option {
+	return func(c *config) { c.establishFailed = fn }
+}
+
+func defaultConfig() config {
+	return config{
+		maxPoolSize:         DefaultMaxPoolSize,
+		maxConnecting:       DefaultMaxConnecting,
+		connectTimeout:      DefaultConnectTimeout,
+		maintenanceInterval: DefaultMaintenanceInterval,
+	}
+}
+
+// OptionError reports an invalid pool option.
+type OptionError struct {
+	Option string // the specification's name of the option, e.g. "maxConnecting"
+	Value  any    // the value that was given
+	Reason string // what the value must be instead
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("mongopool: invalid pool option %s=%v: %s", e.Option, e.Value, e.Reason)
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.maxPoolSize < 0:
+		return &OptionError{"maxPoolSize", c.maxPoolSize, "must be >= 0 (0 means no limit)"}
+	case c.minPoolSize < 0:
+		return &OptionError{"minPoolSize", c.minPoolSize, "must be >= 0"}
+	case c.maxPoolSize > 0 && c.minPoolSize > c.maxPoolSize:
+		return &OptionError{"minPoolSize", c.minPoolSize, fmt.Sprintf("must not exceed maxPoolSize (%d)", c.maxPoolSize)}
+	case c.maxConnecting <= 0:
+		return &OptionError{"maxConnecting", c.maxConnecting, "must be > 0"}
+	case c.maxIdleTime < 0:
+		return &OptionError{"maxIdleTimeMS", c.maxIdleTime.Milliseconds(), "must be >= 0 (0 means no limit)"}
+	case c.waitQueueTimeout < 0:
+		return &OptionError{"waitQueueTimeoutMS", c.waitQueueTimeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+	case c.timeout < 0:
+		return &OptionError{"timeoutMS", c.timeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+	case c.connectTimeout < 0:
+		return &OptionError{"connectTimeoutMS", c.connectTimeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+	case c.maintenanceInterval == 0:
+		return &OptionError{"maintenanceInterval", c.maintenanceInterval, "must be positive, or negative to disable maintenance"}
+	}
+	return nil
+}
+
+// userOptions lists the specification's options the user set, with their
+// values in the units the specification uses, for the PoolCreated event and
+// log message.
+func (c *config) userOptions() map[string]int64 {
+	m := make(map[string]int64, 5)
+	if c.set&setMaxIdleTime != 0 {
+		m["maxIdleTimeMS"] = c.maxIdleTime.Milliseconds()
+	}
+	if c.set&setMinPoolSize != 0 {
+		m["minPoolSize"] = int64(c.minPoolSize)
+	}
+	if c.set&setMaxPoolSize != 0 {
+		m["maxPoolSize"] = int64(c.maxPoolSize)
+	}
+	if c.set&setMaxConnecting != 0 {
+		m["maxConnecting"] = int64(c.maxConnecting)
+	}
+	if c.set&setWaitQueueTimeout != 0 {
+		m["waitQueueTimeoutMS"] = c.waitQueueTimeout.Milliseconds()
+	}
+	return m
+}

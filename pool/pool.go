@@ -1,0 +1,382 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// poolState is the specification's pool state.
+type poolState uint8
+
+const (
+	statePaused poolState = iota
+	stateReady
+	statePoolClosed
+)
+
+func (s poolState) String() string {
+	return [...]string{"paused", "ready", "closed"}[s]
+}
+
+// service is a generation counter: the pool's own in a non-load-balanced pool,
+// one per serviceId in load-balanced mode, where count is the number of the
+// pool's connections to that service.
+type service struct {
+	id    ServiceID
+	gen   uint64
+	count int
+}
+
+// Pool is a connection pool for one endpoint. It is safe for concurrent use.
+type Pool struct {
+	address  string
+	host     string // serverHost of the log messages
+	port     int    // serverPort of the log messages; 0 for a Unix socket
+	connect  Connector
+	cfg      config
+	observed bool // someone listens: handlers or a logger
+
+	ctx       context.Context // parent of every establishment; ends with Close
+	cancelAll context.CancelFunc
+	poke      chan struct{} // asks the maintenance goroutine for a run now
+	stop      chan struct{} // closed by Close
+	wg        sync.WaitGroup
+	waiters   sync.Pool // of *waiter, recycled once delivered
+
+	// transition serializes Ready, Clear and Close, so that their events are
+	// emitted in the order of the state changes they report.
+	transition sync.Mutex
+
+	mu         sync.Mutex // protects following fields
+	state      poolState
+	populate   bool    // maintenance may establish for minPoolSize (after PoolReady was emitted)
+	main       service // the generation of a non-load-balanced pool
+	services   map[ServiceID]*service
+	clearCause error   // cause of the last clear, for the errors of a paused pool
+	nextID     int64   // id of the last connection created
+	conns      []*Conn // every pending, available and in-use connection
+	idle       []*Conn // available connections, most recently checked in last
+	queue      waitQueue
+	waiting    int // live check-outs in queue
+	forWaiters int // establishments under way on behalf of check-outs
+	pending    int
+	inUse      int
+
+	counts counters // running totals, read by Stats
+}
+
+// New returns a paused pool for the endpoint at address ("host:port", a host
+// alone for port 27017, or a Unix socket path), establishing connections with
+// connector. It emits the PoolCreated event and starts the pool's maintenance
+// goroutine; call Ready to let it hand out connections and Close to stop it.
+func New(address string, connector Connector, opts ...Option) (*Pool, error) {
+	if address == "" {
+		return nil, errors.New("mongopool: pool address is empty")
+	}
+	if connector == nil {
+		return nil, errors.New("mongopool: pool for " + address + " needs a Connector")
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		address:  address,
+		connect:  connector,
+		cfg:      cfg,
+		observed: len(cfg.handlers) > 0 || cfg.logger != nil,
+		poke:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	p.host, p.port = splitAddress(address)
+	p.ctx, p.cancelAll = context.WithCancel(context.Background())
+	if cfg.loadBalanced {
+		p.services = make(map[ServiceID]*service)
+	}
+	p.emitPool(PoolCreated, ServiceID{}, false)
+	if cfg.maintenanceInterval > 0 {
+		p.wg.Add(1)
+		go p.maintain()
+	}
+	return p, nil
+}
+
+// Address returns the endpoint the pool connects to.
+func (p *Pool) Address() string { return p.address }
+
+// Ready marks a paused pool ready: check-outs are served and minPoolSize is
+// established in the background. Readying a ready pool does nothing; readying
+// a closed pool is an error.
+func (p *Pool) Ready() error {
+	p.transition.Lock()
+	defer p.transition.Unlock()
+	p.mu.Lock()
+	switch p.state {
+	case statePoolClosed:
+		p.mu.Unlock()
+		return fmt.Errorf("mongopool: cannot ready the closed pool for %s: %w", p.address, ErrPoolClosed)
+	case stateReady:
+		p.mu.Unlock()
+		return nil
+	}
+	p.state = stateReady
+	p.mu.Unlock()
+
+	// The event comes before any background establishment it allows.
+	p.emitPool(PoolReady, ServiceID{}, false)
+	p.mu.Lock()
+	p.populate = true
+	p.mu.Unlock()
+	p.runMaintenanceSoon()
+	return nil
+}
+
+// Close closes the pool: idle and pending connections are closed at once,
+// checked-out ones when they are checked in, waiting and later check-outs fail
+// with a [*PoolClosedError]. Close returns when every goroutine of the pool has
+// ended. Closing a closed pool does nothing.
+func (p *Pool) Close() error {
+	p.transition.Lock()
+	defer p.transition.Unlock()
+	p.mu.Lock()
+	if p.state == statePoolClosed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.state = statePoolClosed
+	p.populate = false
+	var ob outbox
+	for _, c := range p.idle {
+		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
+	}
+	p.idle = nil
+	for _, c := range p.establishingLocked(nil, 0) {
+		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
+	}
+	closed := &PoolClosedError{Address: p.address}
+	p.evictLocked(0, closed, &ob)
+	p.mu.Unlock()
+
+	ob.emitClosed(p)
+	p.emitPool(PoolClosed, ServiceID{}, false)
+	ob.finish(p)
+
+	close(p.stop)
+	p.cancelAll()
+	p.wg.Wait()
+	return nil
+}
+
+// establishingLocked returns the connections whose Connector is still at work
+// (pending, no link yet), of service svc and generation <= gen when svc is not
+// nil.
+func (p *Pool) establishingLocked(svc *service, gen uint64) []*Conn {
+	var out []*Conn
+	for _, c := range p.conns {
+		if c.state == statePending && c.link == nil && (svc == nil || c.svc == svc && c.gen <= gen) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// newConnLocked creates a pending connection and prepares its establishment,
+// which the outbox starts once the ConnectionCreated event is out.
+func (p *Pool) newConnLocked(forWaiter bool, ob *outbox) {
+	p.nextID++
+	c := &Conn{pool: p, id: p.nextID, state: statePending, forWaiter: forWaiter, index: len(p.conns)}
+	c.attempt.c = c
+	if !p.cfg.loadBalanced {
+		c.svc, c.gen = &p.main, p.main.gen
+	}
+	if p.observed {
+		c.created = time.Now()
+	}
+	p.conns = append(p.conns, c)
+	p.pending++
+	if forWaiter {
+		p.forWaiters++
+	}
+	p.counts.created.Add(1)
+	var ctx context.Context
+	if p.cfg.connectTimeout > 0 {
+		ctx, c.cancel = context.WithTimeout(p.ctx, p.cfg.connectTimeout)
+	} else {
+		ctx, c.cancel = context.WithCancel(p.ctx)
+	}
+	p.wg.Add(1)
+	ob.created = append(ob.created, establishment{c, ctx})
+}
+
+// canEstablishLocked reports whether maxConnecting and maxPoolSize allow one
+// more establishment.
+func (p *Pool) canEstablishLocked() bool {
+	return p.pending < p.cfg.maxConnecting && (p.cfg.maxPoolSize == 0 || len(p.conns) < p.cfg.maxPoolSize)
+}
+
+// closeConnLocked marks c closed, takes it out of the counts and queues its
+// ConnectionClosed event and the teardown of its link. Removing it from the
+// idle list is the caller's business.
+func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
+	switch c.state {
+	case stateClosed:
+		return
+	case statePending:
+		p.pending--
+		if c.forWaiter {
+			c.forWaiter = false
+			p.forWaiters--
+		}
+		if c.cancel != nil {
+			c.cancel()
+		}
+	case stateInUse, stateCheckingIn:
+		p.inUse--
+	}
+	c.state, c.closeReason, c.closeErr = stateClosed, reason, err
+
+	last := p.conns[len(p.conns)-1]
+	p.conns[c.index], last.index = last, c.index
+	p.conns[len(p.conns)-1] = nil
+	p.conns = p.conns[:len(p.conns)-1]
+
+	if p.cfg.loadBalanced && c.svc != nil {
+		if c.svc.count--; c.svc.count == 0 {
+			delete(p.services, c.svc.id)
+		}
+	}
+	p.counts.closed(reason)
+	ob.closed = append(ob.closed, c)
+	p.releaseLinkLocked(c, ob)
+}
+
+// releaseLinkLocked queues the teardown of c's link, once. While the pool is
+// open the teardown runs on a goroutine Close waits for; after Close it runs
+// inline, Close being the only one left to wait for it.
+func (p *Pool) releaseLinkLocked(c *Conn, ob *outbox) {
+	if c.link == nil || c.linkReleased {
+		return
+	}
+	c.linkReleased = true
+	async := p.state != statePoolClosed
+	if async {
+		p.wg.Add(1)
+	}
+	ob.teardown = append(ob.teardown, teardown{c.link, async})
+}
+
+// perishedLocked returns why the available connection c must not be checked
+// out ("" if it may be), reading the clock only when maxIdleTimeMS is set.
+func (p *Pool) perishedLocked(c *Conn) (reason string, err error) {
+	switch {
+	case c.gen != c.svc.gen:
+		return ReasonStale, nil
+	case p.cfg.maxIdleTime > 0 && time.Since(c.idleSince) > p.cfg.maxIdleTime:
+		return ReasonIdle, nil
+	}
+	if err := c.link.Err(); err != nil {
+		return ReasonError, err
+	}
+	return "", nil
+}
+
+// takeIdleLocked pops the most recently used available connection that has
+// not perished, closing the perished ones it finds on the way.
+func (p *Pool) takeIdleLocked(ob *outbox) *Conn {
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		c := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		if reason, err := p.perishedLocked(c); reason != "" {
+			p.closeConnLocked(c, reason, err, ob)
+			continue
+		}
+		return c
+	}
+	return nil
+}
+
+// dispatchLocked serves the wait queue with what the pool can give now: idle
+// connections first, then new establishments while maxConnecting and
+// maxPoolSize allow and there are more waiting check-outs than establishments
+// under way for them.
+func (p *Pool) dispatchLocked(ob *outbox) {
+	for p.waiting > 0 && p.state == stateReady {
+		if c := p.takeIdleLocked(ob); c != nil {
+			p.deliverLocked(p.queue.popLive(), c, nil, ob)
+			continue
+		}
+		if p.waiting > p.forWaiters && p.canEstablishLocked() {
+			p.newConnLocked(true, ob)
+			continue
+		}
+		return
+	}
+}
+
+// deliverLocked gives w its result: a connection, checked out to it, or an
+// error. The waiter is signalled at once unless the outbox holds events that
+// must come first, in which case the outbox signals it after them.
+func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox) {
+	p.waiting--
+	w.state, w.conn, w.err = waiterDelivered, c, err
+	if c != nil {
+		c.state = stateInUse
+		p.inUse++
+		p.counts.checkedOut.Add(1)
+	}
+	if ob.hasEvents() {
+		ob.wake = append(ob.wake, w)
+		return
+	}
+	w.ch <- struct{}{}
+}
+
+// evictLocked fails every live waiter after the first keep ones with err.
+func (p *Pool) evictLocked(keep int, err error, ob *outbox) {
+	rank := 0
+	p.queue.each(func(w *waiter) {
+		if w.state != waiterWaiting {
+			return
+		}
+		if rank++; rank > keep {
+			p.waiting--
+			w.state, w.err = waiterDelivered, err
+			ob.wake = append(ob.wake, w)
+		}
+	})
+	p.queue.compact()
+}
+
+// serviceLocked returns the generation entry of a load-balanced service,
+// creating it at generation 0.
+func (p *Pool) serviceLocked(id ServiceID) *service {
+	s := p.services[id]
+	if s == nil {
+		s = &service{id: id}
+		p.services[id] = s
+	}
+	return s
+}
+
+// runMaintenanceSoon asks the maintenance goroutine for a run now.
+func (p *Pool) runMaintenanceSoon() {
+	select {
+	case p.poke <- struct{}{}:
+	default:
+	}
+}
+
+// belowMinLocked reports whether the maintenance has connections to
+// establish for minPoolSize.
+func (p *Pool) belowMinLocked() bool {
+	return p.populate && len(p.conns) < p.cfg.minPoolSize
+}
