@@ -2,6 +2,8 @@ package pool_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -69,6 +71,13 @@ func BenchmarkCheckOutCheckIn(b *testing.B) {
 	b.Run("serial", func(b *testing.B) { run(b, benchPool(b)) })
 	b.Run("serial/events", func(b *testing.B) {
 		run(b, benchPool(b, pool.WithEventHandler(func(pool.Event) {})))
+	})
+	b.Run("serial/logger-at-info", func(b *testing.B) {
+		run(b, benchPool(b, pool.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))))
+	})
+	b.Run("serial/debug-log", func(b *testing.B) {
+		h := slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})
+		run(b, benchPool(b, pool.WithLogger(slog.New(h))))
 	})
 }
 

@@ -20,7 +20,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: connection %d of pool %s", ErrNotCheckedOut, c.id, p.address)
 	}
-	if p.observed {
+	if p.observed() {
 		// The event must come before anyone can check the connection out
 		// again; meanwhile a second check-in of it fails as above.
 		c.state = stateCheckingIn

@@ -96,16 +96,18 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 		totalDeadline = began.Add(d)
 	}
 	timer := p.armTimer(w, queueDeadline, totalDeadline, began)
-	defer func() {
+	// The timer belongs to w, which is recycled once received: stop it first.
+	stop := func() {
 		if timer != nil {
 			timer.Stop()
 		}
-	}()
+	}
 
 	for {
 		var limit error
 		select {
 		case <-w.ch:
+			stop()
 			return p.received(w, start, began)
 		case <-ctx.Done():
 			limit = ctx.Err()
@@ -120,6 +122,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 		if w.state == waiterDelivered {
 			// The result won the race against the limit: take it.
 			p.mu.Unlock()
+			stop()
 			<-w.ch
 			return p.received(w, start, began)
 		}
@@ -137,6 +140,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 		}
 		err := p.timeoutErrorLocked(limit, time.Since(began))
 		p.mu.Unlock()
+		stop()
 		p.counts.waited(time.Since(began))
 		return nil, p.checkOutFailed(start, err)
 	}

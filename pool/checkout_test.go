@@ -182,9 +182,9 @@ func TestTimeoutMSLimitsEstablishment(t *testing.T) {
 // wins.
 func TestEarliestLimitWins(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
+		name        string
 		ctx, wq, to time.Duration
-		want       string
+		want        string
 	}{
 		{"context", 10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, "context deadline"},
 		{"waitQueue", 30 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, "waitQueueTimeoutMS"},

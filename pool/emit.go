@@ -8,10 +8,16 @@ import (
 
 var zeroTime time.Time
 
+// observed reports whether someone listens: an event handler, or a logger
+// enabled for Debug (asked each time, as its level may change).
+func (p *Pool) observed() bool {
+	return p.handled || p.cfg.logger != nil && p.cfg.logger.Enabled(context.Background(), slog.LevelDebug)
+}
+
 // clock reads the monotonic clock for event durations, only when someone
 // listens.
 func (p *Pool) clock() time.Time {
-	if p.observed {
+	if p.observed() {
 		return time.Now()
 	}
 	return zeroTime
@@ -21,7 +27,7 @@ func (p *Pool) clock() time.Time {
 // are built and log records written, and only when someone listens. since is
 // the start of the measured duration, if the event has one.
 func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err error) {
-	if !p.observed {
+	if !p.observed() {
 		return
 	}
 	e := Event{Type: t, Address: p.address, Reason: reason, Err: err}
@@ -36,7 +42,7 @@ func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err er
 
 // emitPool reports a pool event.
 func (p *Pool) emitPool(t EventType, svc ServiceID, interrupt bool) {
-	if !p.observed {
+	if !p.observed() {
 		return
 	}
 	e := Event{Type: t, Address: p.address, ServiceID: svc, Interrupt: interrupt}

@@ -89,7 +89,7 @@ func (e *PoolClearedError) Error() string {
 	if e.Interrupted {
 		return "Connection to " + e.Address + " interrupted due to server monitor timeout"
 	}
-	cause := "<no error given>"
+	cause := "no error given (the pool is paused until it is marked ready)"
 	if e.Cause != nil {
 		cause = e.Cause.Error()
 	}

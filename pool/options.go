@@ -173,13 +173,13 @@ func (c *config) validate() error {
 	case c.maxConnecting <= 0:
 		return &OptionError{"maxConnecting", c.maxConnecting, "must be > 0"}
 	case c.maxIdleTime < 0:
-		return &OptionError{"maxIdleTimeMS", c.maxIdleTime.Milliseconds(), "must be >= 0 (0 means no limit)"}
+		return &OptionError{"maxIdleTimeMS", c.maxIdleTime, "must be >= 0 (0 means no limit)"}
 	case c.waitQueueTimeout < 0:
-		return &OptionError{"waitQueueTimeoutMS", c.waitQueueTimeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+		return &OptionError{"waitQueueTimeoutMS", c.waitQueueTimeout, "must be >= 0 (0 means no limit)"}
 	case c.timeout < 0:
-		return &OptionError{"timeoutMS", c.timeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+		return &OptionError{"timeoutMS", c.timeout, "must be >= 0 (0 means no limit)"}
 	case c.connectTimeout < 0:
-		return &OptionError{"connectTimeoutMS", c.connectTimeout.Milliseconds(), "must be >= 0 (0 means no limit)"}
+		return &OptionError{"connectTimeoutMS", c.connectTimeout, "must be >= 0 (0 means no limit)"}
 	case c.maintenanceInterval == 0:
 		return &OptionError{"maintenanceInterval", c.maintenanceInterval, "must be positive, or negative to disable maintenance"}
 	}
@@ -192,7 +192,7 @@ func (c *config) validate() error {
 func (c *config) userOptions() map[string]int64 {
 	m := make(map[string]int64, 5)
 	if c.set&setMaxIdleTime != 0 {
-		m["maxIdleTimeMS"] = c.maxIdleTime.Milliseconds()
+		m["maxIdleTimeMS"] = ceilMS(c.maxIdleTime)
 	}
 	if c.set&setMinPoolSize != 0 {
 		m["minPoolSize"] = int64(c.minPoolSize)
@@ -204,7 +204,13 @@ func (c *config) userOptions() map[string]int64 {
 		m["maxConnecting"] = int64(c.maxConnecting)
 	}
 	if c.set&setWaitQueueTimeout != 0 {
-		m["waitQueueTimeoutMS"] = c.waitQueueTimeout.Milliseconds()
+		m["waitQueueTimeoutMS"] = ceilMS(c.waitQueueTimeout)
 	}
 	return m
+}
+
+// ceilMS converts d to whole milliseconds, rounding up, so that a limit below
+// one millisecond does not read as 0, which means "no limit".
+func ceilMS(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

@@ -32,12 +32,12 @@ type service struct {
 
 // Pool is a connection pool for one endpoint. It is safe for concurrent use.
 type Pool struct {
-	address  string
-	host     string // serverHost of the log messages
-	port     int    // serverPort of the log messages; 0 for a Unix socket
-	connect  Connector
-	cfg      config
-	observed bool // someone listens: handlers or a logger
+	address string
+	host    string // serverHost of the log messages
+	port    int    // serverPort of the log messages; 0 for a Unix socket
+	connect Connector
+	cfg     config
+	handled bool // there are event handlers
 
 	ctx       context.Context // parent of every establishment; ends with Close
 	cancelAll context.CancelFunc
@@ -89,12 +89,12 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{
-		address:  address,
-		connect:  connector,
-		cfg:      cfg,
-		observed: len(cfg.handlers) > 0 || cfg.logger != nil,
-		poke:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
+		address: address,
+		connect: connector,
+		cfg:     cfg,
+		handled: len(cfg.handlers) > 0,
+		poke:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
 	}
 	p.host, p.port = splitAddress(address)
 	p.ctx, p.cancelAll = context.WithCancel(context.Background())
@@ -197,7 +197,7 @@ func (p *Pool) newConnLocked(forWaiter bool, ob *outbox) {
 	if !p.cfg.loadBalanced {
 		c.svc, c.gen = &p.main, p.main.gen
 	}
-	if p.observed {
+	if p.observed() {
 		c.created = time.Now()
 	}
 	p.conns = append(p.conns, c)
