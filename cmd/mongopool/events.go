@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// The pool's eleven event types, in the specification's order.
+var eventTypes = []pool.EventType{
+	pool.PoolCreated, pool.PoolReady, pool.PoolCleared, pool.PoolClosed,
+	pool.ConnectionCreated, pool.ConnectionReady, pool.ConnectionClosed,
+	pool.ConnectionCheckOutStarted, pool.ConnectionCheckOutFailed,
+	pool.ConnectionCheckedOut, pool.ConnectionCheckedIn,
+}
+
+// eventMonitor counts the pool's events by type and, when print is set,
+// prints each one as it happens. Its handle method is given to the pool with
+// pool.WithEventHandler; the pool calls it on many goroutines at once.
+type eventMonitor struct {
+	start  time.Time
+	print  bool
+	out    *console
+	counts [16]atomic.Int64 // by pool.EventType
+}
+
+func (m *eventMonitor) handle(e pool.Event) {
+	m.counts[e.Type].Add(1)
+	if m.print {
+		m.out.println(formatEvent(time.Since(m.start), e))
+	}
+}
+
+func (m *eventMonitor) count(t pool.EventType) int64 { return m.counts[t].Load() }
+
+// formatEvent renders e on one line, with the fields its type carries.
+func formatEvent(at time.Duration, e pool.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%9.6fs %-26s", at.Seconds(), e.Type)
+	if e.ConnectionID != 0 {
+		fmt.Fprintf(&b, " conn=%d", e.ConnectionID)
+	}
+	switch e.Type {
+	case pool.ConnectionReady, pool.ConnectionCheckedOut, pool.ConnectionCheckOutFailed:
+		fmt.Fprintf(&b, " duration=%v", e.Duration.Round(time.Microsecond))
+	case pool.PoolCleared:
+		fmt.Fprintf(&b, " interruptInUse=%t", e.Interrupt)
+	case pool.PoolCreated:
+		fmt.Fprintf(&b, " options=%v", e.Options)
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(&b, " reason=%s", e.Reason)
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, " err=%q", e.Err)
+	}
+	return strings.TrimRight(b.String(), " ")
+}

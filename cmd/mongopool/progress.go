@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// console is standard output shared by the progress line, the event printer
+// and the summary. It is buffered (printing every event unbuffered would slow
+// the pool down more than it shows) and flushed by the progress ticker.
+type console struct {
+	mu      sync.Mutex
+	w       *bufio.Writer
+	tty     bool // a terminal: the progress line refreshes in place
+	lineLen int  // length of the progress line on screen, 0 if none
+}
+
+func newConsole(f *os.File) *console {
+	fi, err := f.Stat()
+	return &console{
+		w:   bufio.NewWriterSize(f, 64<<10),
+		tty: err == nil && fi.Mode()&os.ModeCharDevice != 0,
+	}
+}
+
+// println prints a line, first ending the progress line if one is showing.
+func (c *console) println(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endStatusLocked()
+	c.w.WriteString(s)
+	c.w.WriteByte('\n')
+}
+
+// status shows s as the refreshing progress line and flushes.
+func (c *console) status(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pad := max(c.lineLen-len(s), 0)
+	fmt.Fprintf(c.w, "\r%s%s", s, strings.Repeat(" ", pad))
+	c.lineLen = len(s)
+	c.w.Flush()
+}
+
+func (c *console) endStatusLocked() {
+	if c.lineLen > 0 {
+		c.w.WriteByte('\n')
+		c.lineLen = 0
+	}
+}
+
+func (c *console) flush() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endStatusLocked()
+	c.w.Flush()
+}
+
+// progress reports the workload while it runs: on a terminal one line
+// refreshed in place several times a second, otherwise (or when every event
+// is printed) a plain line per second.
+func progress(ctx context.Context, out *console, p *pool.Pool, w *workload, inPlace bool) {
+	every := time.Second
+	if inPlace {
+		every = 250 * time.Millisecond
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	start := time.Now()
+	last, lastOps := start, int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			ops := w.ops.Load()
+			rate := float64(ops-lastOps) / now.Sub(last).Seconds()
+			last, lastOps = now, ops
+			line := progressLine(now.Sub(start), rate, p.Stats())
+			if inPlace {
+				out.status(line)
+			} else {
+				out.println(line)
+				out.flush()
+			}
+		}
+	}
+}
+
+// progressLine fits an 80-column terminal: total connections = idle +
+// pending + in use.
+func progressLine(elapsed time.Duration, opsPerSec float64, s pool.Stats) string {
+	return fmt.Sprintf("%4.1fs %6.0f ops/s  checkouts %d  waiting %d  idle %d pending %d in use %d  gen %d",
+		elapsed.Seconds(), opsPerSec, s.CheckedOut, s.Waiting, s.Available, s.Pending, s.InUse, s.Generation)
+}
