@@ -33,13 +33,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 	if reason, err := p.checkInPerishedLocked(c); reason != "" {
 		var ob outbox
 		p.closeConnLocked(c, reason, err, &ob)
-		p.dispatchLocked(&ob)
-		poke := p.belowMinLocked()
-		p.mu.Unlock()
-		ob.finish(p)
-		if poke {
-			p.runMaintenanceSoon()
-		}
+		p.releaseLocked(&ob)
 		return nil
 	}
 

@@ -63,13 +63,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 		}
 		p.idle = append(p.idle, c)
 	}
-	p.dispatchLocked(&ob)
-	poke := p.belowMinLocked()
-	p.mu.Unlock()
-	ob.finish(p)
-	if poke {
-		p.runMaintenanceSoon()
-	}
+	p.releaseLocked(&ob)
 }
 
 // establishFailedLocked handles a failed establishment: the error gets its
@@ -98,13 +92,7 @@ func (p *Pool) establishFailedLocked(c *Conn, err error) {
 	if forWaiter && p.waiting > 0 {
 		p.deliverLocked(p.queue.popLive(), nil, cerr, &ob)
 	}
-	p.dispatchLocked(&ob)
-	poke := p.belowMinLocked()
-	p.mu.Unlock()
-	ob.finish(p)
-	if poke {
-		p.runMaintenanceSoon()
-	}
+	p.releaseLocked(&ob)
 }
 
 // discardLinkLocked tears down the link of a connection closed while it was

@@ -340,6 +340,19 @@ func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox) {
 	w.ch <- struct{}{}
 }
 
+// releaseLocked ends a change made under the lock: it serves the wait queue
+// with whatever the change made possible, releases the lock, carries out the
+// outbox, and asks for a maintenance run if the pool is below minPoolSize.
+func (p *Pool) releaseLocked(ob *outbox) {
+	p.dispatchLocked(ob)
+	poke := p.belowMinLocked()
+	p.mu.Unlock()
+	ob.finish(p)
+	if poke {
+		p.runMaintenanceSoon()
+	}
+}
+
 // evictLocked fails every live waiter after the first keep ones with err.
 func (p *Pool) evictLocked(keep int, err error, ob *outbox) {
 	rank := 0
