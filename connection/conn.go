@@ -1,0 +1,161 @@
+package connection
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// Conn is an established connection. It runs one command at a time (the
+// specification's "single track"); Close may be called from another goroutine
+// to interrupt a command in progress.
+type Conn struct {
+	nc            net.Conn
+	address       string
+	desc          *handshake.Description
+	compressor    wire.CompressorID // negotiated; 0 (noop) for none
+	zlibLevel     int
+	socketTimeout time.Duration
+	maxMessage    int32
+	buf           []byte // encoding buffer, reused
+
+	mu     sync.Mutex // protects following fields
+	err    error      // the error that broke the connection
+	closed bool
+}
+
+// Address returns the server's address.
+func (c *Conn) Address() string { return c.address }
+
+// Description returns what the server said in its hello reply: limits,
+// connectionId, serviceId, negotiated compressor.
+func (c *Conn) Description() *handshake.Description { return c.desc }
+
+// Err returns nil while the connection is fit for reuse, and the error that
+// broke it otherwise: a network error or timeout, a protocol error, or Close.
+// A server's error reply (ok: 0) does not break a connection.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close closes the socket. A command in progress fails.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	if c.err == nil {
+		c.err = net.ErrClosed
+	}
+	c.mu.Unlock()
+	return c.nc.Close()
+}
+
+// fail records the error that broke the connection (the first one wins) and
+// returns it.
+func (c *Conn) fail(err error) error {
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// RoundTrip sends one command (a document that includes "$db") and returns the
+// server's reply body. A reply with ok: 0 is returned as a *wire.CommandError
+// and leaves the connection usable; any network or protocol error breaks it
+// (see Err). The deadline is the earliest of ctx's and socketTimeoutMS; ctx
+// being canceled interrupts the I/O.
+func (c *Conn) RoundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+	reply, err := c.roundTrip(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return reply, wire.CheckReply(reply)
+}
+
+// roundTrip is RoundTrip without the check of ok.
+func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+	if err := c.Err(); err != nil {
+		return nil, fmt.Errorf("connection to %s is no longer usable: %w", c.address, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	requestID := wire.NextRequestID()
+	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Body: cmd})
+	if err != nil {
+		return nil, err // a bad command document: the connection is fine
+	}
+	if c.compressor != wire.CompressorNoop && wire.Compressible(commandName(cmd)) {
+		if msg, err = wire.AppendCompressed(nil, msg, c.compressor, c.zlibLevel); err != nil {
+			return nil, err
+		}
+	} else {
+		c.buf = msg[:0]
+	}
+
+	deadline, has := ctx.Deadline()
+	if c.socketTimeout > 0 {
+		if d := time.Now().Add(c.socketTimeout); !has || d.Before(deadline) {
+			deadline, has = d, true
+		}
+	}
+	if has {
+		c.nc.SetDeadline(deadline)
+	} else {
+		c.nc.SetDeadline(time.Time{})
+	}
+	// A canceled context interrupts the I/O by moving the deadline to the past.
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	if err := wire.WriteMessage(c.nc, msg); err != nil {
+		return nil, c.ioError(ctx, "sending the command", err)
+	}
+	raw, err := wire.ReadMessage(c.nc, c.maxMessage)
+	if err != nil {
+		return nil, c.ioError(ctx, "reading the reply", err)
+	}
+	h, reply, err := wire.DecodeReply(raw, c.maxMessage)
+	if err != nil {
+		return nil, c.fail(fmt.Errorf("reply from %s: %w", c.address, err))
+	}
+	if h.ResponseTo != requestID {
+		return nil, c.fail(fmt.Errorf("reply from %s answers request %d, not %d: %w", c.address, h.ResponseTo, requestID, wire.ErrProtocol))
+	}
+	if reply.Flags&wire.MoreToCome != 0 {
+		return nil, c.fail(fmt.Errorf("reply from %s has moreToCome set, but no exhaust was asked for: %w", c.address, wire.ErrProtocol))
+	}
+	return reply.Body, nil
+}
+
+// ioError breaks the connection with a network error, saying whether the
+// context ended it.
+func (c *Conn) ioError(ctx context.Context, doing string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		err = fmt.Errorf("%w (%v)", ctxErr, err)
+	}
+	return c.fail(fmt.Errorf("%s to %s: %w", doing, c.address, err))
+}
+
+// commandName returns the first key of a command document.
+func commandName(cmd bson.Raw) string {
+	elem, err := cmd.IndexErr(0)
+	if err != nil {
+		return ""
+	}
+	return elem.Key()
+}

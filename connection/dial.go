@@ -1,0 +1,154 @@
+package connection
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/mongopool/mongopool/auth"
+	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// Config says how to establish connections to one server.
+type Config struct {
+	// Address is "host:port", or the path of a Unix socket (ending in .sock).
+	Address string
+	// ConnectTimeout bounds the TCP connect, the TLS handshake and the hello
+	// (connectTimeoutMS); 0 means none beyond the context's.
+	ConnectTimeout time.Duration
+	// SocketTimeout bounds each command's I/O (socketTimeoutMS); 0 means none
+	// beyond the context's.
+	SocketTimeout time.Duration
+	// TLS, if not nil, wraps the connection in TLS with this configuration.
+	TLS *tls.Config
+	// Handshake holds the hello's options: appName, compressors, loadBalanced.
+	Handshake handshake.Options
+	// ZlibLevel is zlibCompressionLevel (-1 for the library's default).
+	ZlibLevel int
+	// Auth, if not nil, authenticates each connection. Share one between the
+	// connections of a pool: it caches the SCRAM keys it derives.
+	Auth *auth.Authenticator
+}
+
+// Hooks let the caller follow an establishment.
+type Hooks struct {
+	// HelloDone, if not nil, is called once the hello succeeded, with the
+	// reply's description. Errors after it are authentication errors.
+	HelloDone func(*handshake.Description)
+}
+
+// Dial establishes a connection: dial, TLS, hello, authentication. ctx bounds
+// it all; cfg's timeouts bound their own steps within it. On error nothing is
+// left open.
+func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
+	authn := cfg.Auth
+	hs := cfg.Handshake
+	hs.Address = cfg.Address
+	var spec *auth.Speculation
+	if authn != nil {
+		var err error
+		hs.SaslSupportedMechs = authn.SaslSupportedMechs()
+		if spec, err = authn.Speculate(); err != nil {
+			return nil, err
+		}
+		hs.SpeculativeAuthenticate = spec.Command()
+	}
+	hello, err := handshake.Command(hs)
+	if err != nil {
+		return nil, err
+	}
+
+	// Dial, TLS and hello under connectTimeoutMS.
+	early := ctx
+	if cfg.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		early, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
+		defer cancel()
+	}
+	nc, err := dialNet(early, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{
+		nc:            nc,
+		address:       cfg.Address,
+		socketTimeout: cfg.SocketTimeout,
+		maxMessage:    wire.DefaultMaxMessageSize,
+		zlibLevel:     cfg.ZlibLevel,
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+
+	reply, err := c.roundTrip(early, hello)
+	if err != nil {
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	desc, err := handshake.Parse(reply, hs)
+	if err != nil {
+		return nil, err
+	}
+	c.desc = desc
+	if desc.MaxMessageSizeBytes > 0 {
+		c.maxMessage = desc.MaxMessageSizeBytes
+	}
+	if id, known := wire.ParseCompressor(desc.Compressor); known {
+		c.compressor = id
+	}
+	if hooks.HelloDone != nil {
+		hooks.HelloDone(desc)
+	}
+
+	if authn != nil {
+		h := auth.Hello{
+			SaslSupportedMechs:      desc.SaslSupportedMechs,
+			SpeculativeAuthenticate: desc.SpeculativeAuthenticate,
+			Arbiter:                 desc.IsArbiter(),
+		}
+		if err := spec.Finish(ctx, c, h); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return c, nil
+}
+
+// dialNet opens the socket, and TLS over it when configured.
+func dialNet(ctx context.Context, cfg *Config) (net.Conn, error) {
+	network := "tcp"
+	if strings.HasSuffix(cfg.Address, ".sock") {
+		network = "unix"
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, cfg.Address)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetKeepAlive(true)
+		tc.SetNoDelay(true)
+	}
+	if cfg.TLS == nil {
+		return nc, nil
+	}
+	tcfg := cfg.TLS
+	if tcfg.ServerName == "" && !tcfg.InsecureSkipVerify {
+		tcfg = tcfg.Clone()
+		if host, _, err := net.SplitHostPort(cfg.Address); err == nil {
+			tcfg.ServerName = host
+		}
+	}
+	tc := tls.Client(nc, tcfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", cfg.Address, err)
+	}
+	return tc, nil
+}

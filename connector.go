@@ -1,0 +1,38 @@
+package mongopool
+
+import (
+	"context"
+
+	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/pool"
+)
+
+// Connector establishes real connections for a pool: it adapts
+// connection.Dial to pool.Connector, reporting the end of the hello (and the
+// serviceId of a load-balanced server) to the pool.
+type Connector struct {
+	cfg connection.Config
+}
+
+// NewConnector returns a Connector that establishes connections as cfg says.
+func NewConnector(cfg connection.Config) *Connector {
+	return &Connector{cfg: cfg}
+}
+
+// Connect implements pool.Connector. The pool's Link is a *connection.Conn.
+func (c *Connector) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+	conn, err := connection.Dial(ctx, &c.cfg, connection.Hooks{
+		HelloDone: func(d *handshake.Description) {
+			var id pool.ServiceID
+			if d.HasServiceID {
+				id = d.ServiceID
+			}
+			a.HelloDone(id)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, nil
+}

@@ -1,0 +1,143 @@
+package connstring
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// redactedText replaces a secret.
+const redactedText = "xxxxx"
+
+// secretFields are the fields of ConnString that are never shown.
+var secretFields = map[string]bool{
+	"Password":                      true,
+	"TLSCertificateKeyFilePassword": true,
+	"ProxyPassword":                 true,
+}
+
+// secretProperties are the authMechanismProperties that are never shown.
+var secretProperties = map[string]bool{"AWS_SESSION_TOKEN": true}
+
+// Redacted returns the connection string as given, with the password of the
+// user information, the values of tlsCertificateKeyFilePassword and
+// proxyPassword, and an authMechanismProperties holding AWS_SESSION_TOKEN
+// replaced by "xxxxx". When the connection string has no user information
+// but an "@" after its host list, everything from the first colon of the
+// host list up to that "@" is replaced too, in case it is a password with an
+// unescaped "/" or "?".
+func (c ConnString) Redacted() string {
+	if len(c.redact) == 0 {
+		return c.raw
+	}
+	spans := append([]span(nil), c.redact...)
+	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
+	var b strings.Builder
+	pos := 0
+	for _, s := range spans {
+		if s.end <= pos {
+			continue
+		}
+		if s.start > pos {
+			b.WriteString(c.raw[pos:s.start])
+		}
+		b.WriteString(redactedText)
+		pos = s.end
+	}
+	b.WriteString(c.raw[pos:])
+	return b.String()
+}
+
+// String returns Redacted().
+func (c ConnString) String() string { return c.Redacted() }
+
+// GoString returns a Go-like representation of the exported fields, secrets
+// redacted; unset fields are left out. Pointers are shown as their values.
+func (c ConnString) GoString() string { return "connstring.ConnString{" + c.fields(true) + "}" }
+
+// LogValue makes log/slog log the redacted connection string.
+func (c ConnString) LogValue() slog.Value { return slog.StringValue(c.Redacted()) }
+
+// MarshalJSON encodes the redacted connection string, as a JSON string.
+func (c ConnString) MarshalJSON() ([]byte, error) { return json.Marshal(c.Redacted()) }
+
+// Format implements fmt.Formatter, so that no verb shows a secret: %v and %s
+// print Redacted(), %q quotes it, %+v prints the set fields with secrets
+// redacted, %#v prints GoString().
+func (c ConnString) Format(f fmt.State, verb rune) {
+	switch verb {
+	case 'v':
+		switch {
+		case f.Flag('#'):
+			io.WriteString(f, c.GoString())
+		case f.Flag('+'):
+			io.WriteString(f, "{"+c.fields(false)+"}")
+		default:
+			io.WriteString(f, c.Redacted())
+		}
+	case 's':
+		io.WriteString(f, c.Redacted())
+	case 'q':
+		io.WriteString(f, strconv.Quote(c.Redacted()))
+	default:
+		fmt.Fprintf(f, "%%!%c(connstring.ConnString=%s)", verb, c.Redacted())
+	}
+}
+
+// fields renders the exported, non-zero fields, pointers dereferenced and
+// secrets redacted, as "Name:value" separated by spaces, or, with goSyntax,
+// as "Name:%#v" separated by commas.
+//
+// When the connection string may hold a password that was not
+// percent-encoded in its hosts, database or options (see suspect), no field
+// is shown, only the redacted connection string.
+func (c ConnString) fields(goSyntax bool) string {
+	if c.suspect {
+		return "Redacted:" + strconv.Quote(c.Redacted()) + " (fields withheld: the user information may not be percent-encoded)"
+	}
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	var parts []string
+	for i := 0; i < t.NumField(); i++ {
+		ft := t.Field(i)
+		if !ft.IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.IsZero() {
+			continue
+		}
+		var val any
+		switch {
+		case secretFields[ft.Name]:
+			val = redactedText
+		case ft.Name == "AuthMechanismProperties":
+			props := make(map[string]string, len(c.AuthMechanismProperties))
+			for k, p := range c.AuthMechanismProperties {
+				if secretProperties[k] {
+					p = redactedText
+				}
+				props[k] = p
+			}
+			val = props
+		case fv.Kind() == reflect.Pointer:
+			val = fv.Elem().Interface()
+		default:
+			val = fv.Interface()
+		}
+		if goSyntax {
+			parts = append(parts, fmt.Sprintf("%s:%#v", ft.Name, val))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s:%v", ft.Name, val))
+		}
+	}
+	if goSyntax {
+		return strings.Join(parts, ", ")
+	}
+	return strings.Join(parts, " ")
+}

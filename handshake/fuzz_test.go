@@ -1,0 +1,60 @@
+package handshake
+
+import (
+	"errors"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// FuzzParse feeds arbitrary bytes to Parse. It must never panic, and what it
+// accepts must satisfy the invariants the connection relies on.
+func FuzzParse(f *testing.F) {
+	oid := bson.NewObjectID()
+	f.Add([]byte(okReply(f)), false)
+	f.Add([]byte(okReply(f, bson.E{Key: "serviceId", Value: oid})), true)
+	f.Add([]byte(okReply(f,
+		bson.E{Key: "compression", Value: bson.A{"zlib", "zstd"}},
+		bson.E{Key: "saslSupportedMechs", Value: bson.A{"SCRAM-SHA-1", "SCRAM-SHA-256"}},
+		bson.E{Key: "speculativeAuthenticate", Value: bson.D{{Key: "conversationId", Value: int32(1)}}},
+		bson.E{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: oid}, {Key: "counter", Value: int64(0)}}},
+		bson.E{Key: "connectionId", Value: 7.0},
+	)), false)
+	f.Add([]byte(raw(f, bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "x"}, {Key: "errorLabels", Value: bson.A{"a"}}})), false)
+	f.Add([]byte{}, false)
+
+	f.Fuzz(func(t *testing.T, data []byte, lb bool) {
+		opts := Options{LoadBalanced: lb, Compressors: []string{"zstd", "zlib", "snappy"}, Address: "h:1"}
+		d, err := Parse(bson.Raw(data), opts)
+		if err != nil {
+			var se *ServerError
+			if d != nil {
+				t.Fatalf("description %+v with error %v", d, err)
+			}
+			if !errors.As(err, &se) && !errors.Is(err, ErrInvalidReply) && !errors.Is(err, ErrIncompatible) &&
+				!errors.Is(err, ErrLoadBalancingUnsupported) {
+				t.Fatalf("unclassified error %v", err)
+			}
+			return
+		}
+		if d.MaxBSONObjectSize <= 0 || d.MaxMessageSizeBytes < d.MaxBSONObjectSize || d.MaxWriteBatchSize <= 0 {
+			t.Fatalf("bad limits %+v", d)
+		}
+		if d.MinWireVersion < 0 || d.MinWireVersion > d.MaxWireVersion || d.MaxWireVersion < MinWireVersion || d.MinWireVersion > MaxWireVersion {
+			t.Fatalf("bad wire versions %+v", d)
+		}
+		if lb && !d.HasServiceID {
+			t.Fatal("load-balanced without serviceId")
+		}
+		switch d.Compressor {
+		case "", "zstd", "zlib", "snappy":
+		default:
+			t.Fatalf("compressor %q", d.Compressor)
+		}
+		if d.SpeculativeAuthenticate != nil {
+			if err := d.SpeculativeAuthenticate.Validate(); err != nil {
+				t.Fatalf("invalid speculativeAuthenticate kept: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,123 @@
+package mongotest
+
+import (
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// ping runs {ping: 1}.
+func (s *Server) ping(*request) (bson.D, error) { return bson.D{}, nil }
+
+// endSessions runs {endSessions: [...]}: the server keeps no sessions.
+func (s *Server) endSessions(*request) (bson.D, error) { return bson.D{}, nil }
+
+// buildInfo runs {buildInfo: 1}. The version is the MongoDB release of the
+// server's maxWireVersion.
+func (s *Server) buildInfo(*request) (bson.D, error) {
+	major, minor := versionOf(s.cfg.maxWireVersion)
+	return bson.D{
+		{Key: "version", Value: fmt.Sprintf("%d.%d.0", major, minor)},
+		{Key: "gitVersion", Value: "mongotest"},
+		{Key: "modules", Value: bson.A{}},
+		{Key: "sysInfo", Value: "deprecated"},
+		{Key: "versionArray", Value: bson.A{int32(major), int32(minor), int32(0), int32(0)}},
+		{Key: "bits", Value: int32(64)},
+		{Key: "debug", Value: false},
+		{Key: "maxBsonObjectSize", Value: int32(MaxBSONObjectSize)},
+		{Key: "storageEngines", Value: bson.A{"mongotest"}},
+	}, nil
+}
+
+// versionOf returns the MongoDB release that introduced wire version w.
+func versionOf(w int32) (major, minor int) {
+	switch {
+	case w >= 25: // 8.0 and later: one wire version per minor release
+		return 8, int(w - 25)
+	case w >= 21: // 7.0 to 7.3
+		return 7, int(w - 21)
+	case w >= 17: // 6.0 to 6.3
+		return 6, int(w - 17)
+	case w >= 13: // 5.0 to 5.3
+		return 5, int(w - 13)
+	}
+	r := oldReleases[w]
+	return r[0], r[1]
+}
+
+// oldReleases are the releases of the wire versions 0 to 12.
+var oldReleases = [13][2]int{
+	{2, 4}, {2, 6}, {2, 6}, {3, 0}, {3, 2}, {3, 4}, {3, 6}, {4, 0}, {4, 2}, {4, 4}, {4, 7}, {4, 8}, {4, 9},
+}
+
+// listDatabases runs {listDatabases: 1, nameOnly, filter} on admin.
+// Databases exist while they hold a collection.
+func (s *Server) listDatabases(req *request) (bson.D, error) {
+	if req.db != "admin" {
+		return nil, errorf(codeUnauthorized, "listDatabases may only be run against the admin database.")
+	}
+	nameOnly, err := boolArg(req.body, "nameOnly", false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := filterArg(req.body, "filter")
+	if err != nil {
+		return nil, err
+	}
+	dbs := bson.A{}
+	var total int64
+	for _, info := range s.store.databases() {
+		entry := bson.D{{Key: "name", Value: info.name}}
+		if !nameOnly {
+			entry = append(entry,
+				bson.E{Key: "sizeOnDisk", Value: info.size},
+				bson.E{Key: "empty", Value: info.empty})
+		}
+		raw, err := bson.Marshal(entry)
+		if err != nil {
+			return nil, err
+		}
+		if !f.match(raw) {
+			continue
+		}
+		dbs = append(dbs, bson.Raw(raw))
+		total += info.size
+	}
+	d := bson.D{{Key: "databases", Value: dbs}}
+	if !nameOnly {
+		d = append(d,
+			bson.E{Key: "totalSize", Value: total},
+			bson.E{Key: "totalSizeMb", Value: total >> 20})
+	}
+	return d, nil
+}
+
+// listCollections runs {listCollections: 1, filter, nameOnly}; the reply
+// is a cursor with a single batch.
+func (s *Server) listCollections(req *request) (bson.D, error) {
+	nameOnly, err := boolArg(req.body, "nameOnly", false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := filterArg(req.body, "filter")
+	if err != nil {
+		return nil, err
+	}
+	var batch []bson.Raw
+	for _, name := range s.store.collections(req.db) {
+		entry := bson.D{{Key: "name", Value: name}, {Key: "type", Value: "collection"}}
+		if !nameOnly {
+			entry = append(entry,
+				bson.E{Key: "options", Value: bson.D{}},
+				bson.E{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}}})
+		}
+		raw, err := bson.Marshal(entry)
+		if err != nil {
+			return nil, err
+		}
+		if f.match(raw) {
+			batch = append(batch, raw)
+		}
+	}
+	return cursorReply("firstBatch", batch, 0, req.db+".$cmd.listCollections"), nil
+}

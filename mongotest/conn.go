@@ -1,0 +1,158 @@
+package mongotest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/mongopool/mongopool/wire"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// conn is one client connection and its state. Only the connection's own
+// goroutine touches its fields, but for nc, which Close may close.
+type conn struct {
+	srv *Server
+	nc  net.Conn
+	id  int32 // the connectionId hello reports
+
+	// user is the user the connection authenticated as, nil before.
+	user *userKey
+	// sasl is the SASL conversation in progress, if any.
+	sasl *saslConv
+	// peer is the verified client certificate of a TLS connection, if any.
+	peer *x509.Certificate
+}
+
+// noCompressor marks a request that arrived uncompressed.
+const noCompressor = -1
+
+// serve reads and answers messages until the peer hangs up, the server
+// closes the connection, or the peer breaks the protocol.
+func (c *conn) serve() {
+	defer c.nc.Close()
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		if err := tc.HandshakeContext(context.Background()); err != nil {
+			return
+		}
+		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 && len(st.PeerCertificates) > 0 {
+			c.peer = st.PeerCertificates[0]
+		}
+	}
+	for {
+		msg, err := wire.ReadMessage(c.nc, MaxMessageSize)
+		if err != nil {
+			if errors.Is(err, wire.ErrProtocol) {
+				c.srv.stats.protocolError()
+			}
+			return
+		}
+		if err := c.handle(msg); err != nil {
+			if errors.Is(err, wire.ErrProtocol) {
+				c.srv.stats.protocolError()
+			}
+			return
+		}
+	}
+}
+
+// handle decodes one message, runs the command it carries and writes the
+// reply. An error means the connection must be closed.
+func (c *conn) handle(msg []byte) error {
+	h, err := wire.ParseHeader(msg)
+	if err != nil {
+		return err
+	}
+	compressor := noCompressor
+	if h.OpCode == wire.OpCompressed {
+		plain, err := wire.Decompress(msg, MaxMessageSize)
+		if err != nil {
+			return err
+		}
+		// Decompress checked that msg holds the compressorId byte.
+		id := wire.CompressorID(msg[wire.HeaderSize+8])
+		if !c.srv.acceptsCompressor(id) {
+			return fmt.Errorf("%w: mongotest: message compressed with %v, which the server does not accept", wire.ErrProtocol, id)
+		}
+		c.srv.stats.compressedReceived(id)
+		compressor = int(id)
+		msg = plain
+		if h, err = wire.ParseHeader(msg); err != nil {
+			return err
+		}
+	}
+	return c.handleDecoded(h, msg, compressor)
+}
+
+// handleDecoded runs the uncompressed message msg, which arrived compressed
+// with compressor (or noCompressor).
+func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
+	switch h.OpCode {
+	case wire.OpMsg:
+		_, m, err := wire.DecodeMsg(msg)
+		if err != nil {
+			return err
+		}
+		req := &request{conn: c, body: m.Body, seqs: m.Sequences, flags: m.Flags, compressor: compressor}
+		req.name, req.db = commandName(m.Body), dbOf(m.Body)
+		reply := c.srv.dispatch(req)
+		if m.Flags&wire.MoreToCome != 0 {
+			return nil // the client wants no reply
+		}
+		out, err := wire.AppendMsg(nil, wire.NextRequestID(), h.RequestID, &wire.Msg{Body: reply})
+		if err != nil {
+			return fmt.Errorf("mongotest: encoding the reply to %s: %w", req.name, err)
+		}
+		return c.write(out, req.name, compressor)
+	case opQuery:
+		q, err := decodeQuery(msg)
+		if err != nil {
+			return err
+		}
+		c.srv.stats.opQuery()
+		var reply bson.Raw
+		if q.ns != "" {
+			reply = errorReply(errorf(codeUnsupportedOpQueryCommand,
+				"Unsupported OP_QUERY on namespace %q: OP_QUERY is only supported for the hello command", q.ns))
+		} else {
+			req := &request{conn: c, body: q.command, db: q.db, legacy: true, compressor: compressor}
+			req.name = commandName(q.command)
+			reply = c.srv.dispatch(req)
+		}
+		return c.write(appendReply(nil, wire.NextRequestID(), h.RequestID, reply), commandName(q.command), compressor)
+	}
+	return fmt.Errorf("%w: mongotest: unsupported %v", wire.ErrProtocol, h.OpCode)
+}
+
+// write sends the reply msg to the command name, compressed with the
+// compressor of the request when the command allows it.
+func (c *conn) write(msg []byte, name string, compressor int) error {
+	if compressor != noCompressor && wire.Compressible(name) {
+		id := wire.CompressorID(compressor)
+		out, err := wire.AppendCompressed(nil, msg, id, wire.ZlibDefaultLevel)
+		if err != nil {
+			return fmt.Errorf("mongotest: compressing the reply to %s: %w", name, err)
+		}
+		msg = out
+		c.srv.stats.compressedSent(id)
+	}
+	return wire.WriteMessage(c.nc, msg)
+}
+
+// commandName returns the first key of a command document, "" if empty.
+func commandName(body bson.Raw) string {
+	e, err := body.IndexErr(0)
+	if err != nil {
+		return ""
+	}
+	return e.Key()
+}
+
+// dbOf returns the command's $db, "" if it has none or not a string.
+func dbOf(body bson.Raw) string {
+	db, _ := body.Lookup("$db").StringValueOK()
+	return db
+}

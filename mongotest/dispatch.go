@@ -1,0 +1,102 @@
+package mongotest
+
+import (
+	"github.com/mongopool/mongopool/wire"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// request is one command as the server received it, with the connection it
+// came on. Every command goes through Server.dispatch with one, which makes
+// dispatch the place for anything that applies to all commands (failpoints,
+// injected faults, delays).
+type request struct {
+	conn *conn
+	name string   // the command name: the body's first key
+	db   string   // $db, or the database of an OP_QUERY's namespace
+	body bson.Raw // the command document (an OP_MSG body or OP_QUERY query)
+	seqs []wire.Sequence
+	// flags are the OP_MSG flag bits (0 for OP_QUERY).
+	flags wire.Flag
+	// legacy is set for a command that arrived as OP_QUERY.
+	legacy bool
+	// compressor is the wire.CompressorID the request was compressed with,
+	// or noCompressor.
+	compressor int
+}
+
+// handler is a command's implementation. It returns the reply's fields
+// (without ok, which dispatch adds) or a *cmdError.
+type handler struct {
+	run func(s *Server, req *request) (bson.D, error)
+	// public commands run on unauthenticated connections even when the
+	// server has users.
+	public bool
+	// legacy commands may arrive as OP_QUERY: the hello commands.
+	legacy bool
+}
+
+// handlers are the commands the server knows, by their exact name: MongoDB
+// command names are case-sensitive, with few aliases.
+var handlers map[string]handler
+
+func init() {
+	hello := handler{run: (*Server).hello, public: true, legacy: true}
+	handlers = map[string]handler{
+		"hello":           hello,
+		"isMaster":        hello,
+		"ismaster":        hello,
+		"saslStart":       {run: (*Server).saslStart, public: true},
+		"saslContinue":    {run: (*Server).saslContinue, public: true},
+		"authenticate":    {run: (*Server).authenticate, public: true},
+		"ping":            {run: (*Server).ping, public: true},
+		"buildInfo":       {run: (*Server).buildInfo, public: true},
+		"buildinfo":       {run: (*Server).buildInfo, public: true},
+		"endSessions":     {run: (*Server).endSessions, public: true},
+		"listDatabases":   {run: (*Server).listDatabases},
+		"listCollections": {run: (*Server).listCollections},
+		"insert":          {run: (*Server).insert},
+		"find":            {run: (*Server).find},
+		"getMore":         {run: (*Server).getMore},
+		"killCursors":     {run: (*Server).killCursors},
+		"count":           {run: (*Server).count},
+		"delete":          {run: (*Server).delete},
+		"drop":            {run: (*Server).drop},
+		"dropDatabase":    {run: (*Server).dropDatabase},
+	}
+}
+
+// dispatch runs one command and returns its reply document, which is
+// {ok: 1, ...} or {ok: 0, errmsg, code, codeName}.
+func (s *Server) dispatch(req *request) bson.Raw {
+	s.stats.command(req.name)
+	d, err := s.run(req)
+	if err != nil {
+		return errorReply(asCmdError(err))
+	}
+	d = append(d, bson.E{Key: "ok", Value: 1.0})
+	reply, err := bson.Marshal(d)
+	if err != nil {
+		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err))
+	}
+	return reply
+}
+
+// run checks that the command may run, as MongoDB does (it exists, it came
+// by an acceptable opcode, the connection may run it), and runs it.
+func (s *Server) run(req *request) (bson.D, error) {
+	h, ok := handlers[req.name]
+	if !ok {
+		return nil, errorf(codeCommandNotFound, "no such command: '%s'", req.name)
+	}
+	if req.legacy && !h.legacy {
+		return nil, errorf(codeUnsupportedOpQueryCommand,
+			"Unsupported OP_QUERY command: %s. The client driver may require an upgrade.", req.name)
+	}
+	if req.db == "" {
+		return nil, errorf(codeMissingDB, "OP_MSG requests require a $db argument")
+	}
+	if !h.public && req.conn.user == nil && s.users.any() {
+		return nil, errorf(codeUnauthorized, "Command %s requires authentication", req.name)
+	}
+	return h.run(s, req)
+}

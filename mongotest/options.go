@@ -1,0 +1,109 @@
+package mongotest
+
+import (
+	"crypto/tls"
+	"fmt"
+
+	"github.com/mongopool/mongopool/wire"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Defaults of the handshake reply.
+const (
+	// DefaultMaxWireVersion is the maxWireVersion the server announces
+	// unless told otherwise: 21, MongoDB 7.0.
+	DefaultMaxWireVersion = 21
+	// MaxBSONObjectSize is the maxBsonObjectSize the server announces.
+	MaxBSONObjectSize = 16 * 1024 * 1024
+	// MaxMessageSize is the maxMessageSizeBytes the server announces, and
+	// the largest message it reads; a longer one closes the connection.
+	MaxMessageSize = wire.DefaultMaxMessageSize
+	// MaxWriteBatchSize is the maxWriteBatchSize the server announces.
+	MaxWriteBatchSize = 100000
+	// LogicalSessionTimeoutMinutes is the logicalSessionTimeoutMinutes the
+	// server announces, which tells drivers that it supports sessions.
+	LogicalSessionTimeoutMinutes = 30
+)
+
+// Option configures a Server. Options are applied by Start, in order.
+type Option func(*config) error
+
+// config is the server's configuration, fixed at Start.
+type config struct {
+	tls            *tls.Config
+	minWireVersion int32
+	maxWireVersion int32
+	compressors    []wire.CompressorID // in the server's order of preference
+	loadBalanced   bool
+	serviceID      bson.ObjectID
+}
+
+func defaultConfig() config {
+	return config{
+		maxWireVersion: DefaultMaxWireVersion,
+		compressors:    []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
+	}
+}
+
+// WithTLS makes the server accept TLS connections only, with cfg (which
+// must hold a certificate). For MONGODB-X509, cfg must also ask for and
+// verify client certificates (ClientAuth and ClientCAs). The server uses a
+// clone of cfg.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) error {
+		if cfg == nil {
+			return fmt.Errorf("mongotest: WithTLS: nil *tls.Config")
+		}
+		if len(cfg.Certificates) == 0 && cfg.GetCertificate == nil && cfg.GetConfigForClient == nil {
+			return fmt.Errorf("mongotest: WithTLS: the tls.Config has no server certificate")
+		}
+		c.tls = cfg.Clone()
+		return nil
+	}
+}
+
+// WithWireVersions sets the minWireVersion and maxWireVersion the handshake
+// announces (defaults: 0 and DefaultMaxWireVersion). buildInfo reports the
+// MongoDB version that matches maxVersion.
+func WithWireVersions(minVersion, maxVersion int32) Option {
+	return func(c *config) error {
+		if minVersion < 0 || maxVersion < minVersion {
+			return fmt.Errorf("mongotest: WithWireVersions(%d, %d): need 0 <= min <= max", minVersion, maxVersion)
+		}
+		c.minWireVersion, c.maxWireVersion = minVersion, maxVersion
+		return nil
+	}
+}
+
+// WithCompressors sets the compressors the server accepts, among "snappy",
+// "zlib" and "zstd" (default: all three). With none, the server negotiates
+// no compression. The handshake reply lists the ones the client also asked
+// for, in the client's order.
+func WithCompressors(names ...string) Option {
+	return func(c *config) error {
+		ids := make([]wire.CompressorID, 0, len(names))
+		for _, n := range names {
+			id, ok := wire.ParseCompressor(n)
+			if !ok {
+				return fmt.Errorf("mongotest: WithCompressors: unknown compressor %q (known: snappy, zlib, zstd)", n)
+			}
+			ids = append(ids, id)
+		}
+		c.compressors = ids
+		return nil
+	}
+}
+
+// WithLoadBalanced makes the server behave like a mongos behind a load
+// balancer: the handshake must carry loadBalanced: true (or it fails, as
+// mongos fails it), and its reply carries serviceID as serviceId. A zero
+// serviceID is replaced by a new ObjectID.
+func WithLoadBalanced(serviceID bson.ObjectID) Option {
+	return func(c *config) error {
+		if serviceID.IsZero() {
+			serviceID = bson.NewObjectID()
+		}
+		c.loadBalanced, c.serviceID = true, serviceID
+		return nil
+	}
+}

@@ -1,0 +1,135 @@
+package mongotest
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Server is a running in-process MongoDB server. Its methods are safe for
+// concurrent use.
+type Server struct {
+	cfg  config
+	ln   net.Listener
+	addr string
+
+	users   users   // the credentials AddUser and AddX509User register
+	store   store   // databases, collections and documents
+	cursors cursors // open cursors
+	stats   stats
+
+	nextConnID atomic.Int32
+
+	mu     sync.Mutex
+	conns  map[*conn]struct{} // the connections being served
+	closed bool
+	wg     sync.WaitGroup // the accept loop and every connection goroutine
+}
+
+// Start starts a server listening on 127.0.0.1 on a free TCP port, and
+// serves every connection on its own goroutine until Close.
+func Start(opts ...Option) (*Server, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: listening: %w", err)
+	}
+	s := &Server{cfg: cfg, addr: ln.Addr().String(), conns: make(map[*conn]struct{})}
+	s.store.init()
+	s.cursors.init()
+	s.stats.init()
+	if cfg.tls != nil {
+		ln = tls.NewListener(ln, cfg.tls)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Addr returns the address the server listens on, "127.0.0.1:port".
+func (s *Server) Addr() string { return s.addr }
+
+// URI returns a connection string for the server,
+// "mongodb://127.0.0.1:port/". Add options as needed, such as tls=true and
+// tlsCAFile for a TLS server or loadBalanced=true for a load-balanced one.
+func (s *Server) URI() string { return "mongodb://" + s.addr + "/" }
+
+// ServiceID returns the serviceId the handshake reports in load-balanced
+// mode, and the zero ObjectID otherwise.
+func (s *Server) ServiceID() bson.ObjectID { return s.cfg.serviceID }
+
+// Close stops the server: it closes the listener and every connection, and
+// returns once every goroutine the server started has ended. Stats still
+// works afterwards; nothing else does. Close is idempotent.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// acceptLoop accepts connections until the listener is closed.
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // a failed accept (such as EMFILE) is not fatal
+			continue
+		}
+		c := &conn{srv: s, nc: nc, id: s.nextConnID.Add(1)}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			nc.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		s.stats.connOpened()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			s.stats.connClosed()
+		}()
+	}
+}

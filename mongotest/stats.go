@@ -1,0 +1,98 @@
+package mongotest
+
+import (
+	"maps"
+	"sync"
+
+	"github.com/mongopool/mongopool/wire"
+)
+
+// Stats is what a server has seen since Start, as Server.Stats reports it.
+// The maps are copies, never nil, that the caller may keep.
+type Stats struct {
+	// ConnectionsAccepted counts the connections accepted.
+	ConnectionsAccepted int64
+	// ConnectionsOpen is the number of connections open now.
+	ConnectionsOpen int64
+	// ProtocolErrors counts the connections the server closed because the
+	// client broke the wire protocol (bad lengths, invalid BSON, a wrong
+	// checksum, an unknown opcode or compressor, ...).
+	ProtocolErrors int64
+	// Commands counts the commands received, by name as sent (so "isMaster"
+	// and "hello" count apart), unknown ones included.
+	Commands map[string]int64
+	// OpQueries counts the legacy OP_QUERY messages received.
+	OpQueries int64
+	// CompressedReceived and CompressedSent count the OP_COMPRESSED messages
+	// received and sent, by compressor name ("snappy", "zlib", "zstd",
+	// "noop").
+	CompressedReceived map[string]int64
+	CompressedSent     map[string]int64
+	// Authentications and AuthFailures count the authentication
+	// conversations that succeeded and failed, by mechanism. A speculative
+	// attempt that the server declines is not a failure: the client goes on
+	// with a normal conversation.
+	Authentications map[string]int64
+	AuthFailures    map[string]int64
+}
+
+// stats collects a Stats.
+type stats struct {
+	mu sync.Mutex
+	s  Stats
+}
+
+func (st *stats) init() {
+	st.s = Stats{
+		Commands:           map[string]int64{},
+		CompressedReceived: map[string]int64{},
+		CompressedSent:     map[string]int64{},
+		Authentications:    map[string]int64{},
+		AuthFailures:       map[string]int64{},
+	}
+}
+
+// Stats returns a snapshot of what the server has seen.
+func (s *Server) Stats() Stats {
+	st := &s.stats
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := st.s
+	out.Commands = maps.Clone(st.s.Commands)
+	out.CompressedReceived = maps.Clone(st.s.CompressedReceived)
+	out.CompressedSent = maps.Clone(st.s.CompressedSent)
+	out.Authentications = maps.Clone(st.s.Authentications)
+	out.AuthFailures = maps.Clone(st.s.AuthFailures)
+	return out
+}
+
+func (st *stats) update(f func(*Stats)) {
+	st.mu.Lock()
+	f(&st.s)
+	st.mu.Unlock()
+}
+
+func (st *stats) connOpened() {
+	st.update(func(s *Stats) { s.ConnectionsAccepted++; s.ConnectionsOpen++ })
+}
+func (st *stats) connClosed()    { st.update(func(s *Stats) { s.ConnectionsOpen-- }) }
+func (st *stats) protocolError() { st.update(func(s *Stats) { s.ProtocolErrors++ }) }
+func (st *stats) opQuery()       { st.update(func(s *Stats) { s.OpQueries++ }) }
+func (st *stats) command(name string) {
+	st.update(func(s *Stats) { s.Commands[name]++ })
+}
+func (st *stats) compressedReceived(id wire.CompressorID) {
+	st.update(func(s *Stats) { s.CompressedReceived[id.String()]++ })
+}
+func (st *stats) compressedSent(id wire.CompressorID) {
+	st.update(func(s *Stats) { s.CompressedSent[id.String()]++ })
+}
+func (st *stats) authenticated(mech string, ok bool) {
+	st.update(func(s *Stats) {
+		if ok {
+			s.Authentications[mech]++
+		} else {
+			s.AuthFailures[mech]++
+		}
+	})
+}

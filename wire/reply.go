@@ -1,0 +1,22 @@
+package wire
+
+// DecodeReply decodes msg, one complete reply as ReadMessage returns it:
+// an OP_COMPRESSED is decompressed (within maxMessageSize, <= 0 meaning
+// DefaultMaxMessageSize) and must wrap an OP_MSG, and any other opcode is
+// rejected. The returned header is that of the OP_MSG, which keeps the
+// requestID and responseTo of the message received. Every error matches
+// ErrProtocol.
+//
+// The returned Msg aliases msg, or the decompressed copy of it.
+func DecodeReply(msg []byte, maxMessageSize int32) (Header, *Msg, error) {
+	h, err := ParseHeader(msg)
+	if err != nil {
+		return h, nil, err
+	}
+	if h.OpCode == OpCompressed {
+		if msg, err = Decompress(msg, maxMessageSize); err != nil {
+			return h, nil, err
+		}
+	}
+	return DecodeMsg(msg)
+}
