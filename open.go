@@ -201,6 +201,11 @@ func withDB(cmd any, db string) (bson.Raw, error) {
 	return out, nil
 }
 
+// Warnings returns what the connection string had that the URI
+// specification says to report without failing: unknown options, invalid
+// values that were ignored (the option keeps its default), repeated options.
+func (p *Pool) Warnings() []string { return append([]string(nil), p.cs.Warnings...) }
+
 // Pool returns the underlying pool, for CheckOut/CheckIn, Clear and Ready.
 func (p *Pool) Pool() *pool.Pool { return p.p }
 

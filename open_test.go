@@ -1,0 +1,300 @@
+package mongopool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/auth"
+	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/wire"
+)
+
+func server(t *testing.T, opts ...mongotest.Option) *mongotest.Server {
+	t.Helper()
+	s, err := mongotest.Start(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func open(t *testing.T, uri string, opts ...pool.Option) *mongopool.Pool {
+	t.Helper()
+	p, err := mongopool.Open(ctx(t), uri, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+var ping = bson.D{{Key: "ping", Value: 1}}
+
+// Open, then a command: the three lines a user needs.
+func TestOpenAndRunCommand(t *testing.T) {
+	s := server(t)
+	p := open(t, s.URI()+"?maxPoolSize=3&minPoolSize=1&appName=opentest")
+	reply, err := p.RunCommand(ctx(t), "admin", ping)
+	if err != nil || reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("ping: %v %v", reply, err)
+	}
+	st := p.Stats()
+	if st.MaxPoolSize != 3 || st.MinPoolSize != 1 {
+		t.Fatalf("stats %+v: want the URI's pool options", st)
+	}
+	// A server error is a CommandError, and leaves the connection usable.
+	_, err = p.RunCommand(ctx(t), "admin", bson.D{{Key: "noSuchCommand", Value: 1}})
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) || ce.Code != 59 {
+		t.Fatalf("unknown command: %v", err)
+	}
+	if st := p.Stats(); st.ClosedError != 0 {
+		t.Fatalf("a server error closed the connection: %+v", st)
+	}
+}
+
+func TestOpenAuthenticates(t *testing.T) {
+	for _, mech := range []string{"", auth.SCRAMSHA1, auth.SCRAMSHA256, auth.PLAIN} {
+		t.Run("mechanism="+mech, func(t *testing.T) {
+			s := server(t)
+			if err := s.AddUser("admin", "alice", "pässword", mongotest.MechSCRAMSHA1, mongotest.MechSCRAMSHA256); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.AddUser("$external", "bob", "secret", mongotest.MechPLAIN); err != nil {
+				t.Fatal(err)
+			}
+			uri := "mongodb://alice:p%C3%A4ssword@" + s.Addr() + "/"
+			switch mech {
+			case auth.PLAIN:
+				uri = "mongodb://bob:secret@" + s.Addr() + "/?authMechanism=PLAIN"
+			case "":
+			default:
+				uri += "?authMechanism=" + mech
+			}
+			p := open(t, uri)
+			if _, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "find", Value: "c"}}); err != nil {
+				t.Fatalf("find after authenticating: %v", err)
+			}
+			if n := sum(s.Stats().Authentications); n < 1 {
+				t.Fatalf("server saw no authentication: %+v", s.Stats())
+			}
+		})
+	}
+}
+
+// A failed authentication is an auth error, never labelled as overload, and
+// the password appears nowhere in it.
+func TestOpenWrongPassword(t *testing.T) {
+	s := server(t)
+	s.AddUser("admin", "alice", "right-password")
+	_, err := mongopool.Open(ctx(t), "mongodb://alice:Wr0ngPa55@"+s.Addr()+"/")
+	var ae *auth.Error
+	var ce *pool.ConnectionError
+	if !errors.As(err, &ae) || !errors.As(err, &ce) || !ce.DuringAuth {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) || pool.HasErrorLabel(err, pool.LabelRetryable) {
+		t.Fatalf("an auth failure got backpressure labels: %v", err)
+	}
+	if strings.Contains(err.Error(), "Wr0ngPa55") {
+		t.Fatalf("the password leaked into the error: %v", err)
+	}
+}
+
+func TestOpenNegotiatesCompression(t *testing.T) {
+	for _, c := range []string{"snappy", "zlib", "zstd"} {
+		t.Run(c, func(t *testing.T) {
+			s := server(t)
+			p := open(t, s.URI()+"?compressors="+c+"&zlibCompressionLevel=6")
+			if _, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "x", Value: strings.Repeat("z", 1000)}}}}}); err != nil {
+				t.Fatal(err)
+			}
+			err := p.Do(ctx(t), func(conn *connection.Conn) error {
+				if got := conn.Description().Compressor; got != c {
+					return fmt.Errorf("negotiated %q, want %q", got, c)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if st.CompressedReceived[c] == 0 || st.CompressedSent[c] == 0 {
+				t.Fatalf("no %s traffic: %+v", c, st)
+			}
+		})
+	}
+}
+
+// Load-balanced mode: each connection carries the service's serviceId, and a
+// clear of that service closes its connections without pausing the pool.
+func TestOpenLoadBalanced(t *testing.T) {
+	sid := bson.NewObjectID()
+	s := server(t, mongotest.WithLoadBalanced(sid))
+	var mu sync.Mutex
+	var cleared []pool.Event
+	p := open(t, s.URI()+"?loadBalanced=true", pool.WithEventHandler(func(e pool.Event) {
+		if e.Type == pool.PoolCleared {
+			mu.Lock()
+			cleared = append(cleared, e)
+			mu.Unlock()
+		}
+	}))
+	c, err := p.Pool().CheckOut(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ServiceID() != pool.ServiceID(sid) {
+		t.Fatalf("connection's serviceId %v, want %v", c.ServiceID(), sid)
+	}
+	if err := p.Pool().Clear(pool.ClearOptions{ServiceID: c.ServiceID()}); err != nil {
+		t.Fatal(err)
+	}
+	p.Pool().CheckIn(c)
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatalf("the load-balanced pool stopped serving after a clear: %v", err)
+	}
+	st := p.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(cleared) != 1 || cleared[0].ServiceID != pool.ServiceID(sid) || st.ClosedStale != 1 || st.State != "ready" {
+		t.Fatalf("events %+v, stats %+v", cleared, st)
+	}
+
+	// A load-balanced client against a server that is not.
+	plain := server(t)
+	if _, err := mongopool.Open(ctx(t), plain.URI()+"?loadBalanced=true"); err == nil {
+		t.Fatal("loadBalanced=true against a non-load-balanced server succeeded")
+	}
+}
+
+// Network failures up to the hello carry the backpressure labels.
+func TestOpenBackpressureLabels(t *testing.T) {
+	// Nothing listens.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, err = mongopool.Open(ctx(t), "mongodb://"+addr+"/?connectTimeoutMS=2000")
+	if !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
+		t.Fatalf("connection refused: %v, want the backpressure labels", err)
+	}
+
+	// A server that accepts and hangs up during the hello.
+	l, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			io.ReadFull(c, make([]byte, 16)) // the hello's header, then hang up
+			c.Close()
+		}
+	}()
+	_, err = mongopool.Open(ctx(t), "mongodb://"+l.Addr().String()+"/")
+	if !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+		t.Fatalf("hang-up during hello: %v, want the backpressure labels", err)
+	}
+	l.Close()
+}
+
+func TestOpenRejects(t *testing.T) {
+	for _, tc := range []struct{ uri, want string }{
+		{"mongodb://127.0.0.1:1,127.0.0.1:2/", "one endpoint"},
+		{"mongodb://u:pw@127.0.0.1:1/?authMechanism=GSSAPI", "GSSAPI"},
+		{"mongodb://127.0.0.1:1/?minPoolSize=5&maxPoolSize=2", "minPoolSize"},
+		{"http://127.0.0.1:1/", "scheme"},
+	} {
+		_, err := mongopool.Open(ctx(t), tc.uri)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q): %v, want an error about %s", tc.uri, err, tc.want)
+		}
+	}
+}
+
+// Invalid option values are warnings, as the URI specification says: the
+// pool keeps the default and tells.
+func TestOpenWarnings(t *testing.T) {
+	s := server(t)
+	p := open(t, s.URI()+"?maxConnecting=0&noSuchOption=1")
+	if st := p.Stats(); st.MaxConnecting != pool.DefaultMaxConnecting {
+		t.Fatalf("maxConnecting %d, want the default", st.MaxConnecting)
+	}
+	w := strings.Join(p.Warnings(), "\n")
+	if !strings.Contains(w, "maxConnecting") || !strings.Contains(w, "noSuchOption") {
+		t.Fatalf("warnings %q", w)
+	}
+}
+
+// Many goroutines run commands through a small pool of real connections.
+func TestOpenConcurrent(t *testing.T) {
+	s := server(t)
+	p := open(t, s.URI()+"?maxPoolSize=4&compressors=snappy")
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				doc := bson.D{{Key: "w", Value: w}, {Key: "i", Value: i}}
+				if _, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc}}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	reply, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "count", Value: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := reply.Lookup("n").AsInt64OK(); n != 640 {
+		t.Fatalf("count %v, want 640", reply)
+	}
+	if st := p.Stats(); st.Total > 4 || int64(s.Stats().ConnectionsAccepted) > st.Created {
+		t.Fatalf("pool %+v, server accepted %d", st, s.Stats().ConnectionsAccepted)
+	}
+}
+
+func sum(m map[string]int64) (n int64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
