@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -42,15 +43,15 @@ func serverGoroutines() []string {
 // between commands) and checks that Close returns and that no goroutine of
 // the package is left.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	pki := newPKI(t)
+	pki := testpki.New(t)
 	for _, tlsOn := range []bool{false, true} {
 		name := "tcp"
 		var opts []mongotest.Option
 		query := ""
 		if tlsOn {
 			name = "tls"
-			opts = append(opts, mongotest.WithTLS(pki.serverTLS()))
-			query = "?tls=true&tlsCAFile=" + url.QueryEscape(pki.caFile)
+			opts = append(opts, mongotest.WithTLS(pki.ServerTLS()))
+			query = "?tls=true&tlsCAFile=" + url.QueryEscape(pki.CAFile)
 		}
 		t.Run(name, func(t *testing.T) {
 			srv := start(t, opts...)

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"testing"
 
+	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -184,26 +185,26 @@ func TestPLAIN(t *testing.T) {
 // TestX509Authenticate runs the authenticate command over TLS with a
 // client certificate.
 func TestX509Authenticate(t *testing.T) {
-	pki := newPKI(t)
-	srv := start(t, mongotest.WithTLS(pki.serverTLS()))
-	srv.AddX509User(pki.clientSubj)
-	cert, err := tls.LoadX509KeyPair(pki.clientFile, pki.clientFile)
+	pki := testpki.New(t)
+	srv := start(t, mongotest.WithTLS(pki.ServerTLS()))
+	srv.AddX509User(pki.ClientSubject)
+	cert, err := tls.LoadX509KeyPair(pki.ClientFile, pki.ClientFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := dialRawTLS(t, srv, &tls.Config{RootCAs: pki.caPool, Certificates: []tls.Certificate{cert}})
+	r := dialRawTLS(t, srv, &tls.Config{RootCAs: pki.CAPool, Certificates: []tls.Certificate{cert}})
 	auth := []bson.E{{Key: "authenticate", Value: 1}, {Key: "mechanism", Value: "MONGODB-X509"}}
 	checkError(t, r.run(cmd("admin", auth...)), 18, "AuthenticationFailed")
 	checkError(t, r.run(cmd("$external", append(auth, bson.E{Key: "user", Value: "CN=someone else"})...)), 18, "AuthenticationFailed")
-	reply := r.run(cmd("$external", append(auth, bson.E{Key: "user", Value: pki.clientSubj})...))
+	reply := r.run(cmd("$external", append(auth, bson.E{Key: "user", Value: pki.ClientSubject})...))
 	checkOK(t, reply)
-	if u, _ := reply.Lookup("user").StringValueOK(); u != pki.clientSubj {
-		t.Errorf("authenticate: %s, want user %q", reply, pki.clientSubj)
+	if u, _ := reply.Lookup("user").StringValueOK(); u != pki.ClientSubject {
+		t.Errorf("authenticate: %s, want user %q", reply, pki.ClientSubject)
 	}
 	checkOK(t, r.run(cmd("x", bson.E{Key: "find", Value: "c"})))
 
 	// Without a certificate: no subject to authenticate.
-	r2 := dialRawTLS(t, srv, &tls.Config{RootCAs: pki.caPool})
+	r2 := dialRawTLS(t, srv, &tls.Config{RootCAs: pki.CAPool})
 	checkError(t, r2.run(cmd("$external", auth...)), 18, "AuthenticationFailed")
 	checkError(t, r2.run(cmd("x", bson.E{Key: "find", Value: "c"})), 13, "Unauthorized")
 }

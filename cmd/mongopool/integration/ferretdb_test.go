@@ -13,6 +13,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/cmd/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -163,18 +164,18 @@ func TestFerretDBClearWhileInUse(t *testing.T) {
 
 // TLS through FerretDB's TLS listener, with certificates made here.
 func TestFerretDBTLS(t *testing.T) {
-	ca, cert, key := testCerts(t)
-	s := startFerretDB(t, embedded.Options{TLS: true, CertFile: cert, KeyFile: key})
-	p := open(t, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s", s.Addr(), ca))
+	pki := testpki.New(t)
+	s := startFerretDB(t, embedded.Options{TLS: true, CertFile: pki.ServerCertFile, KeyFile: pki.ServerKeyFile})
+	p := open(t, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s", s.Addr(), pki.CAFile))
 	if _, err := p.RunCommand(testCtx(t), "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}
 
 	// Another CA: certificate verification fails, and such an error is never
 	// taken for overload.
-	otherCA, _, _ := testCerts(t)
+	other := testpki.New(t)
 	ctx := testCtx(t)
-	_, err := mongopool.Open(ctx, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s", s.Addr(), otherCA))
+	_, err := mongopool.Open(ctx, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s", s.Addr(), other.CAFile))
 	if err == nil {
 		t.Fatal("Open with the wrong CA succeeded")
 	}
