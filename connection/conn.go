@@ -145,8 +145,12 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 // ioError breaks the connection with a network error, saying whether the
 // context ended it.
 func (c *Conn) ioError(ctx context.Context, doing string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
-		err = fmt.Errorf("%w (%v)", ctxErr, err)
+	ctxErr := ctx.Err()
+	if d, ok := ctx.Deadline(); ctxErr == nil && ok && !time.Now().Before(d) {
+		ctxErr = context.DeadlineExceeded // the socket's deadline fired first
+	}
+	if ctxErr != nil {
+		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
 	return c.fail(fmt.Errorf("%s to %s: %w", doing, c.address, err))
 }
