@@ -25,16 +25,31 @@ type eventMonitor struct {
 	print  bool
 	out    *console
 	counts [16]atomic.Int64 // by pool.EventType
+	// created holds the options of the PoolCreated event: the pool's
+	// configuration as the pool itself reports it.
+	created atomic.Pointer[map[string]int64]
 }
 
 func (m *eventMonitor) handle(e pool.Event) {
 	m.counts[e.Type].Add(1)
+	if e.Type == pool.PoolCreated {
+		m.created.Store(&e.Options)
+	}
 	if m.print {
 		m.out.println(formatEvent(time.Since(m.start), e))
 	}
 }
 
 func (m *eventMonitor) count(t pool.EventType) int64 { return m.counts[t].Load() }
+
+// options renders the options of the PoolCreated event, sorted by name.
+func (m *eventMonitor) options() string {
+	o := m.created.Load()
+	if o == nil || len(*o) == 0 {
+		return "the specification's defaults"
+	}
+	return sortedOptions(*o)
+}
 
 // formatEvent renders e on one line, with the fields its type carries.
 func formatEvent(at time.Duration, e pool.Event) string {

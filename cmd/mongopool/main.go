@@ -1,7 +1,14 @@
-// Command mongopool drives a connection pool through a workload and reports
-// what the pool did. Until the wire connector lands, connections are
-// simulated: establishing one takes a few milliseconds and sometimes fails
-// with a network error, and an operation holds its connection for a while.
+// Command mongopool drives a real connection pool through a workload of
+// inserts and finds and reports what the pool did.
+//
+// By default it starts an embedded FerretDB (a MongoDB-wire server on SQLite,
+// in a temporary directory) and runs against it; -uri runs against any
+// MongoDB-wire server instead. The pool is opened with mongopool.Open, so the
+// URI's own options apply; the pool flags override them when given, and their
+// defaults fill in what the URI leaves unset.
+//
+// The workload writes to a database of its own (mongopool_demo_ and a random
+// suffix) and drops it at the end.
 //
 // Usage:
 //
@@ -13,66 +20,76 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/cmd/mongopool/internal/embedded"
+	"github.com/mongopool/mongopool/connstring"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // config is the command line.
 type config struct {
+	uri              string
 	goroutines       int
 	duration         time.Duration
+	findRatio        float64
 	maxPoolSize      int
 	minPoolSize      int
 	maxConnecting    int
 	maxIdleTime      time.Duration
 	waitQueueTimeout time.Duration
-	hold             time.Duration
-	connectMin       time.Duration
-	connectMax       time.Duration
-	connectFail      float64
+	connectTimeout   time.Duration
 	clearEvery       time.Duration
 	interrupt        bool
 	events           bool
+
+	set map[string]bool // the flags given on the command line
 }
 
-// drainLimit bounds how long the operations under way at the end may take to
-// finish before they are canceled.
-const drainLimit = 5 * time.Second
+const (
+	// openLimit bounds the start: parsing the URI (a DNS look-up for
+	// mongodb+srv), the first connection and its ping.
+	openLimit = 10 * time.Second
+	// drainLimit bounds how long the operations under way at the end may take
+	// to finish before they are canceled.
+	drainLimit = 5 * time.Second
+	// cleanupLimit bounds the drop of the demo's database.
+	cleanupLimit = 5 * time.Second
+	// collection is where the workload inserts and finds.
+	collection = "docs"
+)
 
 func main() {
-	var c config
-	flag.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently")
-	flag.DurationVar(&c.duration, "duration", 3*time.Second, "how long to run the workload")
-	flag.IntVar(&c.maxPoolSize, "maxPoolSize", 10, "maxPoolSize: most connections at once (0 = no limit)")
-	flag.IntVar(&c.minPoolSize, "minPoolSize", 0, "minPoolSize: connections kept established in the background")
-	flag.IntVar(&c.maxConnecting, "maxConnecting", pool.DefaultMaxConnecting, "maxConnecting: most connections established at once")
-	flag.DurationVar(&c.maxIdleTime, "maxIdleTime", 0, "maxIdleTimeMS: close connections idle longer than this (0 = never)")
-	flag.DurationVar(&c.waitQueueTimeout, "waitQueueTimeout", 0, "waitQueueTimeoutMS: longest wait for a connection (0 = no limit)")
-	flag.DurationVar(&c.hold, "hold", 2*time.Millisecond, "how long an operation holds its connection (±50%)")
-	flag.DurationVar(&c.connectMin, "connect-min", 2*time.Millisecond, "shortest simulated establishment")
-	flag.DurationVar(&c.connectMax, "connect-max", 8*time.Millisecond, "longest simulated establishment")
-	flag.Float64Var(&c.connectFail, "connect-fail", 0.02, "fraction of establishments that fail with a network error")
-	flag.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never)")
-	flag.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
-	flag.BoolVar(&c.events, "events", false, "print every pool event as it happens")
-	flag.Parse()
-	if err := c.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "mongopool:", err)
-		flag.Usage()
-		os.Exit(2)
+	c, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		os.Exit(2) // the flag package or parseFlags said why
 	}
 
-	// Ctrl-C stops the run early; the summary is still printed.
+	// Ctrl-C stops the run early; the summary is still printed. A second
+	// Ctrl-C kills the program at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, c)
+	go func() { <-ctx.Done(); stop() }()
+	code := run(ctx, c, os.Stdout, os.Stderr)
 	if ctx.Err() != nil {
 		code = max(code, 130)
 	}
@@ -80,68 +97,156 @@ func main() {
 	os.Exit(code)
 }
 
-func (c *config) check() error {
+// parseFlags parses the command line args (without the program name). Errors
+// and -h go to errOut.
+func parseFlags(args []string, errOut io.Writer) (config, error) {
+	c := config{set: map[string]bool{}}
+	fs := flag.NewFlagSet("mongopool", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB)")
+	fs.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long to run the workload")
+	fs.Float64Var(&c.findRatio, "find-ratio", 0.5, "fraction of the operations that are finds; the others are inserts")
+	fs.IntVar(&c.maxPoolSize, "maxPoolSize", 10, "maxPoolSize: most connections at once (0 = no limit)")
+	fs.IntVar(&c.minPoolSize, "minPoolSize", 0, "minPoolSize: connections kept established in the background")
+	fs.IntVar(&c.maxConnecting, "maxConnecting", pool.DefaultMaxConnecting, "maxConnecting: most connections established at once")
+	fs.DurationVar(&c.maxIdleTime, "maxIdleTime", 0, "maxIdleTimeMS: close connections idle longer than this (0 = never)")
+	fs.DurationVar(&c.waitQueueTimeout, "waitQueueTimeout", 0, "waitQueueTimeoutMS: longest wait for a connection (0 = no limit)")
+	fs.DurationVar(&c.connectTimeout, "connectTimeout", 5*time.Second, "connectTimeoutMS: longest establishment of one connection (0 = no limit)")
+	fs.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never)")
+	fs.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
+	fs.BoolVar(&c.events, "events", false, "print every pool event as it happens")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: mongopool [flags]\n\n"+
+			"Drives a connection pool through a workload of inserts and finds against an\n"+
+			"embedded FerretDB, or the server of -uri, and prints what the pool did.\n"+
+			"The pool flags override the URI's options when given; their defaults apply\n"+
+			"where the URI sets nothing.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if err := c.check(fs.Args()); err != nil {
+		fmt.Fprintln(errOut, "mongopool:", err)
+		fs.Usage()
+		return c, err
+	}
+	return c, nil
+}
+
+func (c *config) check(rest []string) error {
 	switch {
-	case flag.NArg() > 0:
-		return fmt.Errorf("unexpected arguments: %v", flag.Args())
+	case len(rest) > 0:
+		return fmt.Errorf("unexpected arguments: %v", rest)
 	case c.goroutines < 1:
 		return errors.New("-goroutines must be at least 1")
 	case c.duration <= 0:
 		return errors.New("-duration must be positive")
-	case c.hold < 0, c.connectMin < 0, c.clearEvery < 0:
-		return errors.New("-hold, -connect-min and -clear-every must not be negative")
-	case c.connectMax < c.connectMin:
-		return errors.New("-connect-max must not be less than -connect-min")
-	case c.connectFail < 0 || c.connectFail > 1:
-		return errors.New("-connect-fail must be between 0 and 1")
+	case c.findRatio < 0 || c.findRatio > 1:
+		return errors.New("-find-ratio must be between 0 and 1")
+	case c.clearEvery < 0:
+		return errors.New("-clear-every must not be negative")
+	case c.interrupt && c.clearEvery == 0:
+		return errors.New("-interrupt needs -clear-every")
 	}
 	return nil
 }
 
-// run creates the pool, drives the workload through it for c.duration, closes
-// it and prints the summary. It returns the exit code.
-func run(ctx context.Context, c config) int {
-	out := newConsole(os.Stdout)
-	defer out.flush()
-	monitor := &eventMonitor{start: time.Now(), print: c.events, out: out}
-
-	p, err := pool.New("localhost:27017",
-		&simConnector{minLatency: c.connectMin, maxLatency: c.connectMax, failRate: c.connectFail},
-		pool.WithMaxPoolSize(c.maxPoolSize),
-		pool.WithMinPoolSize(c.minPoolSize),
-		pool.WithMaxConnecting(c.maxConnecting),
-		pool.WithMaxIdleTime(c.maxIdleTime),
-		pool.WithWaitQueueTimeout(c.waitQueueTimeout),
-		pool.WithEventHandler(monitor.handle),
-	)
-	if err != nil {
-		out.println(err.Error()) // an *pool.OptionError: a bad flag
-		return 2
+// poolOptions returns the pool options of the flags: each one that was given
+// on the command line, and the default of each one the URI does not set (the
+// URI's own options are applied by mongopool.Open, before these).
+func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
+	var o []pool.Option
+	use := func(flagName, uriOption string) bool { return c.set[flagName] || !cs.IsSet(uriOption) }
+	if use("maxPoolSize", "maxPoolSize") {
+		o = append(o, pool.WithMaxPoolSize(c.maxPoolSize))
 	}
-	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against a simulated %s; maxPoolSize %d, minPoolSize %d, maxConnecting %d",
-		c.goroutines, c.duration, p.Address(), c.maxPoolSize, c.minPoolSize, c.maxConnecting))
-	if err := p.Ready(); err != nil {
-		out.println(err.Error())
-		p.Close()
+	if use("minPoolSize", "minPoolSize") {
+		o = append(o, pool.WithMinPoolSize(c.minPoolSize))
+	}
+	if use("maxConnecting", "maxConnecting") {
+		o = append(o, pool.WithMaxConnecting(c.maxConnecting))
+	}
+	if use("maxIdleTime", "maxIdleTimeMS") {
+		o = append(o, pool.WithMaxIdleTime(c.maxIdleTime))
+	}
+	if use("waitQueueTimeout", "waitQueueTimeoutMS") {
+		o = append(o, pool.WithWaitQueueTimeout(c.waitQueueTimeout))
+	}
+	if use("connectTimeout", "connectTimeoutMS") {
+		o = append(o, pool.WithConnectTimeout(c.connectTimeout))
+	}
+	return o
+}
+
+// run starts the server (unless c.uri names one), opens the pool, drives the
+// workload through it for c.duration, drops the demo's database, closes the
+// pool and prints the summary. It returns the exit code: 0 when all went
+// well, 1 when something failed (a one-line message on errOut says what).
+func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
+	out := newConsole(stdout)
+	defer out.flush()
+	fail := func(format string, args ...any) int {
+		out.flush()
+		msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "mongopool: ", "") // the library's prefix
+		fmt.Fprintln(errOut, "mongopool: "+msg)
 		return 1
 	}
 
+	uri, where := c.uri, ""
+	if uri == "" {
+		srv, err := embedded.Start(embedded.Options{})
+		if err != nil {
+			return fail("cannot start the embedded FerretDB: %v", err)
+		}
+		defer srv.Close()
+		uri, where = srv.URI(), "the embedded FerretDB at "+srv.Addr()
+	}
+
+	openCtx, cancelOpen := context.WithTimeout(ctx, openLimit)
+	defer cancelOpen()
+	cs, err := connstring.ParseWithResolver(openCtx, uri, net.DefaultResolver)
+	if err != nil {
+		return fail("bad -uri: %v", err) // the message never holds a secret
+	}
+	if where == "" {
+		where = cs.Redacted()
+	}
+
+	monitor := &eventMonitor{start: time.Now(), print: c.events, out: out}
+	opts := append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))
+	began := time.Now()
+	mp, err := mongopool.Open(openCtx, uri, opts...)
+	if err != nil {
+		return fail("%s", openFailure(ctx, err, cs, where, time.Since(began)))
+	}
+	cancelOpen()
+	p := mp.Pool()
+
+	db := "mongopool_demo_" + randomHex(4)
+	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds, %.0f%% inserts into %s.%s",
+		c.goroutines, c.duration, where, 100*c.findRatio, 100*(1-c.findRatio), db, collection))
+	out.println("pool: " + monitor.options())
+
+	w := &workload{pool: mp, db: db, goroutines: c.goroutines, findRatio: c.findRatio}
+
 	// running ends after c.duration (or at Ctrl-C): no operation starts after.
-	// opCtx is what the operations run under: it ends at Ctrl-C, or when the
-	// last ones take longer than drainLimit to finish.
+	// opCtx is what the operations run under: the ones under way at the end
+	// (or at Ctrl-C) may finish, unless they take longer than drainLimit.
 	running, endRun := context.WithTimeout(ctx, c.duration)
 	defer endRun()
-	opCtx, cancelOps := context.WithCancel(ctx)
+	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
 
-	w := &workload{pool: p, goroutines: c.goroutines, hold: c.hold}
 	var bg sync.WaitGroup
 	bg.Go(func() { progress(running, out, p, w, out.tty && !c.events) })
 	if c.clearEvery > 0 {
 		bg.Go(func() { clearPeriodically(running, p, c.clearEvery, c.interrupt, out) })
 	}
 
-	began := time.Now()
+	start := time.Now()
 	done := make(chan struct{})
 	go func() { w.run(running, opCtx); close(done) }()
 	drainedLate := false
@@ -156,10 +261,15 @@ func run(ctx context.Context, c config) int {
 			<-done
 		}
 	}
-	elapsed := time.Since(began)
+	elapsed := time.Since(start)
 	bg.Wait()
 
-	if err := p.Close(); err != nil {
+	// Leave the server as it was, even after Ctrl-C: best effort, bounded.
+	dropCtx, cancelDrop := context.WithTimeout(context.WithoutCancel(ctx), cleanupLimit)
+	dropErr := w.admin(dropCtx, bson.D{{Key: "dropDatabase", Value: 1}})
+	cancelDrop()
+
+	if err := mp.Close(); err != nil {
 		out.println("mongopool: closing the pool: " + err.Error())
 	}
 	if drainedLate {
@@ -168,18 +278,52 @@ func run(ctx context.Context, c config) int {
 	if ctx.Err() != nil {
 		out.println("mongopool: interrupted")
 	}
-	s := summarize(p.Stats(), &w.results, monitor, elapsed)
+	if dropErr != nil {
+		out.println(fmt.Sprintf("mongopool: could not drop the database %s: %v", db, dropErr))
+	}
+	s := summarize(p.Stats(), w, monitor, elapsed)
 	s.print(out)
-	if len(s.problems) > 0 {
+	if len(s.problems) > 0 || len(s.failures) > 0 {
 		return 1
 	}
 	return 0
 }
 
+// openFailure explains in one line why Open failed.
+func openFailure(ctx context.Context, err error, cs *connstring.ConnString, where string, took time.Duration) string {
+	addr := strings.Join(cs.Hosts, ",")
+	if len(cs.Hosts) != 1 {
+		return err.Error() // several hosts: Open's message says it all
+	}
+	if ctx.Err() != nil {
+		return fmt.Sprintf("interrupted while connecting to %s", where)
+	}
+	var cerr *pool.ConnectionError
+	var cmdErr *wire.CommandError
+	switch {
+	case errors.As(err, &cerr) && cerr.DuringAuth:
+		return fmt.Sprintf("cannot authenticate to the server at %s (%s): %v", addr, where, cerr.Err)
+	case errors.As(err, &cerr):
+		return fmt.Sprintf("cannot connect to the server at %s (%s): %v", addr, where, cerr.Err)
+	case errors.Is(err, pool.ErrWaitQueueTimeout):
+		return fmt.Sprintf("cannot connect to the server at %s (%s): no connection within %v", addr, where, took.Round(100*time.Millisecond))
+	case errors.As(err, &cmdErr):
+		return fmt.Sprintf("the server at %s (%s) refused the first command: %v", addr, where, cmdErr)
+	}
+	return fmt.Sprintf("cannot use the server at %s (%s): %v", addr, where, err)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // clearPeriodically clears the pool every interval, as a topology layer would
 // when the server's monitor reports an error, and readies it right after, as
 // it would once the server is back. Connections of the old generation become
-// stale: idle ones are closed, checked-out ones when they come back.
+// stale: idle ones are closed, checked-out ones when they come back (or at
+// once, with interrupt).
 func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, interrupt bool, out *console) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -189,7 +333,7 @@ func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, i
 			return
 		case <-tick.C:
 		}
-		err := p.Clear(pool.ClearOptions{Cause: errSimFailover, InterruptInUse: interrupt})
+		err := p.Clear(pool.ClearOptions{Cause: errFailover, InterruptInUse: interrupt})
 		if err == nil {
 			err = p.Ready()
 		}
@@ -199,4 +343,18 @@ func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, i
 	}
 }
 
-var errSimFailover = errors.New("simulated server failure (-clear-every)")
+var errFailover = errors.New("simulated server failure (-clear-every)")
+
+// sortedOptions renders the options of the PoolCreated event.
+func sortedOptions(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

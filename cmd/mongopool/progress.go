@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -22,12 +23,13 @@ type console struct {
 	lineLen int  // length of the progress line on screen, 0 if none
 }
 
-func newConsole(f *os.File) *console {
-	fi, err := f.Stat()
-	return &console{
-		w:   bufio.NewWriterSize(f, 64<<10),
-		tty: err == nil && fi.Mode()&os.ModeCharDevice != 0,
+func newConsole(w io.Writer) *console {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		fi, err := f.Stat()
+		tty = err == nil && fi.Mode()&os.ModeCharDevice != 0
 	}
+	return &console{w: bufio.NewWriterSize(w, 64<<10), tty: tty}
 }
 
 // println prints a line, first ending the progress line if one is showing.
@@ -94,9 +96,15 @@ func progress(ctx context.Context, out *console, p *pool.Pool, w *workload, inPl
 	}
 }
 
-// progressLine fits an 80-column terminal: total connections = idle +
-// pending + in use.
+// progressLine fits an 80-column terminal: the operations per second over
+// the last interval, the check-outs so far, the check-outs waiting now, and
+// the connections by state (idle + pending + in use = all of them), and the
+// generation once a clear has made one.
 func progressLine(elapsed time.Duration, opsPerSec float64, s pool.Stats) string {
-	return fmt.Sprintf("%4.1fs %6.0f ops/s  checkouts %d  waiting %d  idle %d pending %d in use %d  gen %d",
-		elapsed.Seconds(), opsPerSec, s.CheckedOut, s.Waiting, s.Available, s.Pending, s.InUse, s.Generation)
+	line := fmt.Sprintf("%4.1fs %6.0f ops/s  checkouts %d  waiting %d  conns idle %d pending %d in use %d",
+		elapsed.Seconds(), opsPerSec, s.CheckedOut, s.Waiting, s.Available, s.Pending, s.InUse)
+	if s.Generation > 0 {
+		line += fmt.Sprintf("  gen %d", s.Generation)
+	}
+	return line
 }
