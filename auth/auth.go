@@ -21,7 +21,9 @@
 // speculation.
 //
 // Every error from this package is an *Error. Errors met on the connection
-// stay wrapped in it, so errors.Is and errors.As reach them.
+// stay wrapped in it, so errors.Is and errors.As reach them; a server that
+// refuses a command (ok:0, such as AuthenticationFailed) shows as a wrapped
+// *wire.CommandError.
 package auth
 
 import (
@@ -33,13 +35,9 @@ import (
 
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
-)
 
-// Commander runs one command on a connection. cmd carries "$db"; the result
-// is the reply body. It is the shape of wire.RoundTripper.
-type Commander interface {
-	RoundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error)
-}
+	"github.com/mongopool/mongopool/wire"
+)
 
 // Mechanism names.
 const (
@@ -194,7 +192,7 @@ func (a *Authenticator) SaslSupportedMechs() string {
 // Authenticate runs the authentication conversation on conn, choosing the
 // default mechanism from hello when none is configured. It does nothing on an
 // arbiter.
-func (a *Authenticator) Authenticate(ctx context.Context, conn Commander, hello Hello) error {
+func (a *Authenticator) Authenticate(ctx context.Context, conn wire.RoundTripper, hello Hello) error {
 	if hello.Arbiter {
 		return nil
 	}
@@ -228,7 +226,7 @@ func negotiate(mechs []string) string {
 
 // Authenticate is New(cred) followed by Authenticate. A long-lived caller
 // should keep an Authenticator instead, for its SCRAM key cache.
-func Authenticate(ctx context.Context, conn Commander, cred Credential, hello Hello) error {
+func Authenticate(ctx context.Context, conn wire.RoundTripper, cred Credential, hello Hello) error {
 	a, err := New(cred)
 	if err != nil {
 		return err
@@ -298,7 +296,7 @@ func (s *Speculation) Command() bson.Raw {
 // answered the speculative command (hello.SpeculativeAuthenticate), the
 // conversation goes on from that answer; otherwise the full conversation
 // runs, with the default mechanism negotiated from hello.
-func (s *Speculation) Finish(ctx context.Context, conn Commander, hello Hello) error {
+func (s *Speculation) Finish(ctx context.Context, conn wire.RoundTripper, hello Hello) error {
 	if hello.Arbiter {
 		return nil
 	}
@@ -332,9 +330,11 @@ func marshal(mech string, d bson.D) (bson.Raw, error) {
 	return b, nil
 }
 
-// roundTrip runs cmd (with "$db") and checks the reply's ok. A failure is an
-// *Error naming the command; a connection error stays wrapped.
-func roundTrip(ctx context.Context, conn Commander, mech, name string, d bson.D, db string) (bson.Raw, error) {
+// roundTrip runs cmd (with "$db") and checks the reply's ok with
+// wire.CheckReply. A failure is an *Error naming the command that wraps the
+// cause: the *wire.CommandError of an ok:0 reply (whether conn or
+// wire.CheckReply made it), or the connection's error.
+func roundTrip(ctx context.Context, conn wire.RoundTripper, mech, name string, d bson.D, db string) (bson.Raw, error) {
 	d = append(d, bson.E{Key: "$db", Value: db})
 	cmd, err := marshal(mech, d)
 	if err != nil {
@@ -344,7 +344,7 @@ func roundTrip(ctx context.Context, conn Commander, mech, name string, d bson.D,
 	if err != nil {
 		return nil, &Error{Mechanism: mech, Err: fmt.Errorf("%s: %w", name, err)}
 	}
-	if err := checkOK(reply); err != nil {
+	if err := wire.CheckReply(reply); err != nil {
 		return nil, &Error{Mechanism: mech, Err: fmt.Errorf("%s: %w", name, err)}
 	}
 	return reply, nil

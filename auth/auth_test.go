@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 var (
@@ -112,7 +114,7 @@ func TestSCRAMWrongPassword(t *testing.T) {
 		c.Password = "wrong"
 		err := Authenticate(context.Background(), s, c, Hello{})
 		ae := authError(t, err, mech)
-		var se *ServerError
+		var se *wire.CommandError
 		if !errors.As(err, &se) || se.Code != 18 {
 			t.Errorf("%s: err = %v, want the server's AuthenticationFailed", mech, err)
 		}
@@ -268,7 +270,7 @@ func TestDefaultMechanism(t *testing.T) {
 	authError(t, err, SCRAMSHA1)
 	// A non-existent user fails with the same error type as a wrong password.
 	err = Authenticate(context.Background(), newServer(t), Credential{Username: "nobody", Password: "x"}, Hello{})
-	var se *ServerError
+	var se *wire.CommandError
 	if authError(t, err, SCRAMSHA1); !errors.As(err, &se) || se.Code != 18 {
 		t.Errorf("unknown user: %v", err)
 	}
@@ -376,7 +378,7 @@ func TestSpeculativeFallback(t *testing.T) {
 	a, _ = New(c)
 	spec, _ = a.Speculate()
 	err = spec.Finish(context.Background(), s, Hello{SpeculativeAuthenticate: s.speculate(spec.Command())})
-	var se *ServerError
+	var se *wire.CommandError
 	if authError(t, err, SCRAMSHA256); !errors.As(err, &se) || se.Code != 18 {
 		t.Errorf("err = %v", err)
 	}
@@ -652,11 +654,11 @@ func TestServerMisbehaves(t *testing.T) {
 		fn   func(r bson.Raw) (bson.Raw, error)
 		want string
 	}{
-		{"nil reply", "saslStart", func(bson.Raw) (bson.Raw, error) { return nil, nil }, "malformed"},
-		{"garbage bytes", "saslStart", func(bson.Raw) (bson.Raw, error) { return bson.Raw("\x07\x00\x00\x00garbage"), nil }, "malformed"},
-		{"truncated", "saslContinue", func(r bson.Raw) (bson.Raw, error) { return r[:len(r)/2], nil }, "malformed"},
-		{"no ok", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "ok", nil), nil }, "no ok"},
-		{"string ok", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "ok", "yes"), nil }, "ok is a string"},
+		{"nil reply", "saslStart", func(bson.Raw) (bson.Raw, error) { return nil, nil }, "not a valid BSON document"},
+		{"garbage bytes", "saslStart", func(bson.Raw) (bson.Raw, error) { return bson.Raw("\x07\x00\x00\x00garbage"), nil }, "not a valid BSON document"},
+		{"truncated", "saslContinue", func(r bson.Raw) (bson.Raw, error) { return r[:len(r)/2], nil }, "not a valid BSON document"},
+		{"no ok", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "ok", nil), nil }, `no "ok" field`},
+		{"string ok", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "ok", "yes"), nil }, `"ok" is a BSON string`},
 		{"no conversationId", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "conversationId", nil), nil }, "conversationId"},
 		{"string conversationId", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "conversationId", "1"), nil }, "conversationId"},
 		{"int payload", "saslStart", func(r bson.Raw) (bson.Raw, error) { return replace(r, "payload", int32(5)), nil }, "payload"},
@@ -705,6 +707,11 @@ func TestServerMisbehaves(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %q, want it to mention %q", err, tt.want)
 			}
+			malformed := tt.desc == "nil reply" || tt.desc == "garbage bytes" || tt.desc == "truncated" ||
+				tt.desc == "no ok" || tt.desc == "string ok"
+			if malformed && !errors.Is(err, wire.ErrProtocol) {
+				t.Errorf("err = %v, want it to match wire.ErrProtocol", err)
+			}
 		})
 	}
 	// Connection errors stay reachable.
@@ -713,6 +720,38 @@ func TestServerMisbehaves(t *testing.T) {
 	err := Authenticate(context.Background(), s, cred(alice, ""), Hello{})
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("err = %v, want it to wrap io.ErrUnexpectedEOF", err)
+	}
+}
+
+// checkingConn is a RoundTripper that checks ok itself, as connection.Conn
+// does: an ok:0 reply comes back with its *wire.CommandError.
+type checkingConn struct{ s *fakeServer }
+
+func (c checkingConn) RoundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+	r, err := c.s.RoundTrip(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return r, wire.CheckReply(r)
+}
+
+// TestCommandErrorFromConnection checks that a *wire.CommandError returned by
+// the connection is wrapped in the *Error like one auth found itself.
+func TestCommandErrorFromConnection(t *testing.T) {
+	s := newServer(t)
+	s.hook = func(string, bson.Raw) (bson.Raw, error, bool) {
+		return reply(bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "Authentication failed."},
+			{Key: "code", Value: int32(18)}, {Key: "codeName", Value: "AuthenticationFailed"},
+			{Key: "errorLabels", Value: bson.A{"SomeLabel"}}}), nil, true
+	}
+	err := Authenticate(context.Background(), checkingConn{s}, cred(alice, SCRAMSHA256), Hello{})
+	authError(t, err, SCRAMSHA256)
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) || ce.Code != 18 || ce.CodeName != "AuthenticationFailed" || !ce.HasErrorLabel("SomeLabel") {
+		t.Errorf("err = %v, want the server's AuthenticationFailed with its label", err)
+	}
+	if !strings.Contains(err.Error(), "saslStart") || !strings.Contains(err.Error(), "AuthenticationFailed") {
+		t.Errorf("unclear message %q", err)
 	}
 }
 

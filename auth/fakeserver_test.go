@@ -10,6 +10,8 @@ import (
 	"github.com/xdg-go/scram"
 	"github.com/xdg-go/stringprep"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 // user is a user as the fake server stores it.
@@ -143,7 +145,7 @@ func (s *fakeServer) speculate(doc bson.Raw) bson.Raw {
 	default:
 		return nil
 	}
-	if checkOK(r) != nil {
+	if wire.CheckReply(r) != nil {
 		return nil // the server leaves out a failed speculative answer
 	}
 	// The speculative reply has no ok field.

@@ -4,12 +4,14 @@ import (
 	"context"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 // plain runs the PLAIN conversation: one saslStart whose payload is
 // "\x00username\x00password" (no authorization identity), which the server
 // must answer with done:true.
-func (a *Authenticator) plain(ctx context.Context, conn Commander) error {
+func (a *Authenticator) plain(ctx context.Context, conn wire.RoundTripper) error {
 	payload := make([]byte, 0, 2+len(a.cred.Username)+len(a.cred.Password))
 	payload = append(payload, 0)
 	payload = append(payload, a.cred.Username...)
@@ -47,7 +49,7 @@ func (a *Authenticator) x509Command() bson.D {
 }
 
 // x509 runs the MONGODB-X509 authenticate command on $external.
-func (a *Authenticator) x509(ctx context.Context, conn Commander) error {
+func (a *Authenticator) x509(ctx context.Context, conn wire.RoundTripper) error {
 	_, err := roundTrip(ctx, conn, X509, "authenticate", a.x509Command(), "$external")
 	return err
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/xdg-go/scram"
 	"github.com/xdg-go/stringprep"
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 // maxSASLSteps bounds the number of replies a SASL conversation reads. A
@@ -112,7 +114,7 @@ func (c *scramConv) start() (bson.D, error) {
 }
 
 // run is the whole conversation: saslStart, then finish.
-func (c *scramConv) run(ctx context.Context, conn Commander) error {
+func (c *scramConv) run(ctx context.Context, conn wire.RoundTripper) error {
 	start, err := c.start()
 	if err != nil {
 		return err
@@ -131,7 +133,7 @@ func (c *scramConv) run(ctx context.Context, conn Commander) error {
 // finish goes on from the reply to saslStart (or to its speculative form)
 // with saslContinue until the server proved it knows the password and said
 // it is done, in at most maxSASLSteps replies.
-func (c *scramConv) finish(ctx context.Context, conn Commander, r saslReply) error {
+func (c *scramConv) finish(ctx context.Context, conn wire.RoundTripper, r saslReply) error {
 	id := r.conversationID
 	for step := 1; ; step++ {
 		var payload []byte

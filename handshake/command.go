@@ -15,6 +15,10 @@
 //	reply, err := conn.RoundTrip(ctx, cmd)
 //	desc, err := handshake.Parse(reply, opts)
 //
+// A server that refuses the hello (ok not 1) yields a *wire.CommandError:
+// from RoundTrip, when conn is a wire.RoundTripper that checks ok, or wrapped
+// by Parse otherwise ("handshake: hello failed: ...").
+//
 // The handshake command must not be compressed (OP_COMPRESSED).
 package handshake
 

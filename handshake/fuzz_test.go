@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 // FuzzParse feeds arbitrary bytes to Parse. It must never panic, and what it
@@ -27,11 +29,11 @@ func FuzzParse(f *testing.F) {
 		opts := Options{LoadBalanced: lb, Compressors: []string{"zstd", "zlib", "snappy"}, Address: "h:1"}
 		d, err := Parse(bson.Raw(data), opts)
 		if err != nil {
-			var se *ServerError
+			var ce *wire.CommandError
 			if d != nil {
 				t.Fatalf("description %+v with error %v", d, err)
 			}
-			if !errors.As(err, &se) && !errors.Is(err, ErrInvalidReply) && !errors.Is(err, ErrIncompatible) &&
+			if !errors.As(err, &ce) && !errors.Is(err, ErrInvalidReply) && !errors.Is(err, ErrIncompatible) &&
 				!errors.Is(err, ErrLoadBalancingUnsupported) {
 				t.Fatalf("unclassified error %v", err)
 			}

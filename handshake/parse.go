@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 // Defaults of the limits a hello reply may leave out.
@@ -92,37 +93,6 @@ type TopologyVersion struct {
 	Counter   int64
 }
 
-// ServerError is an ok:0 hello reply.
-type ServerError struct {
-	Code     int32
-	CodeName string
-	Message  string
-	Labels   []string
-}
-
-func (e *ServerError) Error() string {
-	var b strings.Builder
-	b.WriteString("handshake: hello failed")
-	if e.CodeName != "" || e.Code != 0 {
-		fmt.Fprintf(&b, " (%s, code %d)", e.CodeName, e.Code)
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
-}
-
-// HasErrorLabel reports whether the reply carried the error label.
-func (e *ServerError) HasErrorLabel(label string) bool {
-	for _, l := range e.Labels {
-		if l == label {
-			return true
-		}
-	}
-	return false
-}
-
 // specError is an error whose text is fixed by a specification and that
 // unwraps to one of the package's sentinel errors.
 type specError struct {
@@ -140,11 +110,14 @@ func invalid(format string, args ...any) error {
 // Parse checks the reply to the handshake command built from opts and
 // returns what it describes.
 //
-// It fails with a *ServerError on ok:0, with ErrIncompatible when the
-// server's wire versions are out of mongopool's range, with
-// ErrLoadBalancingUnsupported when a load-balanced handshake got no
-// serviceId, and with ErrInvalidReply when the reply is malformed or a field
-// has a wrong type or an absurd value. It does not panic on any input.
+// It fails with an error wrapping the reply's *wire.CommandError
+// ("handshake: hello failed: ...", from wire.CheckReply) when ok is not 1,
+// with ErrIncompatible when the server's wire versions are out of
+// mongopool's range, with ErrLoadBalancingUnsupported when a load-balanced
+// handshake got no serviceId, and with ErrInvalidReply when the reply is
+// malformed (including a missing ok, or an ok that is not a number or a
+// boolean) or a field has a wrong type or an absurd value. It does not panic
+// on any input.
 func Parse(reply bson.Raw, opts Options) (*Description, error) {
 	if err := reply.Validate(); err != nil {
 		return nil, invalid("malformed BSON: %v", err)
@@ -171,7 +144,7 @@ func Parse(reply bson.Raw, opts Options) (*Description, error) {
 	}
 	p := parser{fields: fields}
 
-	if err := p.checkOK(); err != nil {
+	if err := p.checkOK(reply); err != nil {
 		return nil, err
 	}
 
@@ -272,47 +245,28 @@ func (p *parser) fail(format string, args ...any) {
 	}
 }
 
-// checkOK requires ok:1 and turns ok:0 into a *ServerError.
-func (p *parser) checkOK() error {
+// checkOK requires ok:1, as wire.CheckReply decides it, and wraps the
+// *wire.CommandError of any other ok. A missing ok, or one of a type
+// wire.CheckReply does not accept, makes the reply invalid.
+func (p *parser) checkOK(reply bson.Raw) error {
+	err := wire.CheckReply(reply)
+	if err == nil {
+		return nil
+	}
+	var ce *wire.CommandError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("handshake: hello failed: %w", ce)
+	}
+	// Parse validated the reply: CheckReply objected to ok itself.
 	v, ok := p.fields["ok"]
 	if !ok {
 		return invalid("no ok field")
 	}
-	okVal, isNum := truthy(v)
-	if !isNum {
-		return invalid("ok is a %s, not a number", v.Type)
+	switch v.Type {
+	case bson.TypeDouble, bson.TypeInt32, bson.TypeInt64, bson.TypeBoolean:
+		return invalid("ok: %v", err)
 	}
-	if okVal {
-		return nil
-	}
-	se := &ServerError{}
-	if v, ok := p.fields["code"]; ok {
-		if n, isInt := asInt64(v); isInt && n >= math.MinInt32 && n <= math.MaxInt32 {
-			se.Code = int32(n)
-		}
-	}
-	if v, ok := p.fields["codeName"]; ok {
-		se.CodeName, _ = v.StringValueOK()
-	}
-	if v, ok := p.fields["errmsg"]; ok {
-		se.Message, _ = v.StringValueOK()
-	}
-	if v, ok := p.fields["errorLabels"]; ok {
-		se.Labels, _ = stringArray(v)
-	}
-	return se
-}
-
-// truthy interprets ok: numbers are true when non-zero, booleans as they
-// are. isNum is false for other types.
-func truthy(v bson.RawValue) (val, isNum bool) {
-	if b, ok := v.BooleanOK(); ok {
-		return b, true
-	}
-	if f, ok := v.AsFloat64OK(); ok {
-		return f != 0 && !math.IsNaN(f), true
-	}
-	return false, false
+	return invalid("ok is a %s, not a number or a boolean", v.Type)
 }
 
 // asInt64 reads an int32, an int64 or an integral double.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/wire"
 )
 
 func raw(t testing.TB, d bson.D) bson.Raw {
@@ -123,15 +125,38 @@ func TestParseServerError(t *testing.T) {
 		{Key: "errorLabels", Value: bson.A{"SystemOverloadedError", "RetryableError"}},
 	})
 	_, err := Parse(r, Options{})
-	var se *ServerError
-	if !errors.As(err, &se) {
-		t.Fatalf("err = %v, want a *ServerError", err)
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a *wire.CommandError", err)
 	}
-	if se.Code != 462 || se.Message != "not now" || !se.HasErrorLabel("SystemOverloadedError") || se.HasErrorLabel("x") {
-		t.Errorf("ServerError = %+v", se)
+	if ce.Code != 462 || ce.CodeName != "IngressRequestRateLimitExceeded" || ce.Message != "not now" ||
+		!ce.HasErrorLabel("SystemOverloadedError") || ce.HasErrorLabel("x") {
+		t.Errorf("CommandError = %+v", ce)
 	}
-	if !strings.Contains(err.Error(), "not now") || !strings.Contains(err.Error(), "462") {
+	if !strings.Contains(err.Error(), "not now") || !strings.Contains(err.Error(), "462") ||
+		!strings.Contains(err.Error(), "hello failed") {
 		t.Errorf("message %q", err)
+	}
+}
+
+// TestParseOKValues checks that ok is read as wire.CheckReply reads it: only
+// 1 (of any numeric type) or true succeeds.
+func TestParseOKValues(t *testing.T) {
+	for _, v := range []any{1.0, int32(1), int64(1), true} {
+		if _, err := Parse(okReply(t, bson.E{Key: "ok", Value: v}), Options{}); err != nil {
+			t.Errorf("ok %T(%v): %v", v, v, err)
+		}
+	}
+	for _, v := range []any{0.0, int32(0), int64(0), false, 2.0, math.NaN()} {
+		_, err := Parse(raw(t, bson.D{{Key: "maxWireVersion", Value: int32(21)}, {Key: "ok", Value: v}}), Options{})
+		var ce *wire.CommandError
+		if !errors.As(err, &ce) || errors.Is(err, ErrInvalidReply) {
+			t.Errorf("ok %T(%v): err = %v, want a *wire.CommandError", v, v, err)
+		}
+	}
+	dec, _ := bson.ParseDecimal128("1")
+	if _, err := Parse(raw(t, bson.D{{Key: "ok", Value: dec}}), Options{}); !errors.Is(err, ErrInvalidReply) {
+		t.Errorf("decimal ok: err = %v, want ErrInvalidReply", err)
 	}
 }
 
