@@ -48,7 +48,7 @@ func (m *eventMonitor) options() string {
 	if o == nil || len(*o) == 0 {
 		return "the specification's defaults"
 	}
-	return sortedOptions(*o)
+	return sortedCounts(*o)
 }
 
 // formatEvent renders e on one line, with the fields its type carries.

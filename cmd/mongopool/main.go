@@ -345,8 +345,9 @@ func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, i
 
 var errFailover = errors.New("simulated server failure (-clear-every)")
 
-// sortedOptions renders the options of the PoolCreated event.
-func sortedOptions(m map[string]int64) string {
+// sortedCounts renders counts by name, sorted by name: "a 1, b 2". It
+// renders the options of the PoolCreated event and the server errors.
+func sortedCounts(m map[string]int64) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
@@ -111,16 +109,7 @@ func byName(m map[string]int64) string {
 	if len(m) == 0 {
 		return ""
 	}
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %d", n, m[n])
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return " (" + sortedCounts(m) + ")"
 }
 
 // crossCheck compares figures that must agree once the pool is closed and the
