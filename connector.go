@@ -22,16 +22,21 @@ func NewConnector(cfg connection.Config) *Connector {
 
 // Connect implements pool.Connector. The pool's Link is a *connection.Conn.
 func (c *Connector) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+	var svc pool.ServiceID
 	conn, err := connection.Dial(ctx, &c.cfg, connection.Hooks{
 		HelloDone: func(d *handshake.Description) {
-			var id pool.ServiceID
 			if d.HasServiceID {
-				id = d.ServiceID
+				svc = d.ServiceID
 			}
-			a.HelloDone(id)
+			a.HelloDone(svc)
 		},
 	})
 	if err != nil {
+		if !svc.IsZero() {
+			// Past the hello of a load-balanced connection: the service is
+			// what SDAM error handling clears.
+			return nil, &serviceError{service: svc, err: err}
+		}
 		return nil, err
 	}
 	return conn, nil

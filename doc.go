@@ -7,6 +7,20 @@
 //	defer p.Close()
 //	reply, err := p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
 //
+// Open connects and pings before it returns; New builds the same pool without
+// connecting, as a driver's client constructor does, so that the first
+// check-out establishes the first connection.
+//
+// A pool plays the part of server discovery and monitoring for its one
+// server. When establishing a connection fails during the handshake or
+// authentication with an error that does not carry the SystemOverloadedError
+// label, the server is taken as unknown: the pool is cleared and paused
+// (check-outs fail with a retryable pool.PoolClearedError) until a monitor sees
+// the server answer a hello again, checking every heartbeatFrequencyMS and at
+// most every 500ms when a check-out meets the paused pool. In load-balanced
+// mode only the failed connection's service is cleared, and nothing is paused.
+// See New.
+//
 // The pool itself is package pool; the layers under it are packages wire,
 // handshake, auth, connstring and connection.
 package mongopool

@@ -17,24 +17,73 @@ import (
 	"github.com/mongopool/mongopool/pool"
 )
 
-// Pool is a ready connection pool to one MongoDB endpoint, with real
-// connections.
+// Pool is a connection pool to one MongoDB endpoint, with real connections,
+// and the part of server discovery and monitoring (SDAM) that a pool to a
+// single server needs: see [New].
 type Pool struct {
-	p  *pool.Pool
-	cs *connstring.ConnString
+	p    *pool.Pool
+	cs   *connstring.ConnString
+	sdam *sdam
 }
 
-// Open connects to the single endpoint of uri (a mongodb:// or mongodb+srv://
-// connection string) and returns a ready pool configured by the URI's options:
+// New parses uri (a mongodb:// or mongodb+srv:// connection string) and returns
+// a ready pool to its single endpoint, configured by the URI's options:
 // maxPoolSize, minPoolSize, maxIdleTimeMS, maxConnecting, waitQueueTimeoutMS,
-// timeoutMS, connectTimeoutMS, socketTimeoutMS, the tls options,
-// compressors, zlibCompressionLevel, appName, loadBalanced and the credential.
-// opts come after the URI's and override them (event handlers, a logger...).
+// timeoutMS, connectTimeoutMS, socketTimeoutMS, heartbeatFrequencyMS, the tls
+// options, compressors, zlibCompressionLevel, appName, loadBalanced and the
+// credential. opts come after the URI's and override them (event handlers, a
+// logger...); establish-error handlers add to the pool's own.
 //
-// Open establishes a first connection, under ctx, to check that the server is
-// there and accepts the credential; the pool keeps it. A connection string
-// that lists several hosts is an error: a pool serves one endpoint.
+// New does not connect, as a driver's client constructor does not: the first
+// check-out establishes the first connection (and minPoolSize connections are
+// established in the background). A connection string that lists several hosts
+// is an error: a pool serves one endpoint. The SRV and TXT lookups of a
+// mongodb+srv URI are bounded by pool.DefaultConnectTimeout; use [Open] to
+// bound them with a context.
+//
+// The pool applies the SDAM rule for errors while establishing a connection:
+// an error during the handshake or authentication that does not carry the
+// SystemOverloadedError label (network errors before the end of the hello
+// carry it: they may come from an overloaded server) marks the server
+// unknown. The pool is then cleared and paused: check-outs fail at once with a
+// retryable *pool.PoolClearedError, whose Cause is the establishment's error,
+// until a monitor of the server sees it answer a hello (without
+// authentication, within connectTimeoutMS) and marks the pool ready again. The
+// monitor checks every heartbeatFrequencyMS (default 10s), and sooner, but at
+// most once every 500ms, when Do or RunCommand meets the paused pool. An error
+// from a connection created before the clear does not clear again. In
+// load-balanced mode the pool is never paused: an error after the hello clears
+// the connections to that connection's service only, and one before or during
+// the hello changes nothing, as the load-balancer specification says.
+//
+// A Clear made through [Pool.Pool] leaves the pool paused until Ready is
+// called: only the pool's own clears are followed by the monitor.
+func New(uri string, opts ...pool.Option) (*Pool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), pool.DefaultConnectTimeout)
+	defer cancel()
+	return build(ctx, uri, opts)
+}
+
+// Open is [New] followed by a ping: it connects to the single endpoint of uri
+// and returns a ready pool, or the error that kept the first connection from
+// being established or the ping from succeeding. ctx bounds the resolution of
+// a mongodb+srv URI, the first connection and the ping; the pool keeps the
+// connection. See New for the options and for what an establishment error does
+// to the pool.
 func Open(ctx context.Context, uri string, opts ...pool.Option) (*Pool, error) {
+	mp, err := build(ctx, uri, opts)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := mp.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
+		mp.Close()
+		return nil, fmt.Errorf("mongopool: cannot use the server at %s: %w", mp.Address(), err)
+	}
+	return mp, nil
+}
+
+// build is New under ctx.
+func build(ctx context.Context, uri string, opts []pool.Option) (*Pool, error) {
 	cs, err := connstring.ParseWithResolver(ctx, uri, net.DefaultResolver)
 	if err != nil {
 		return nil, err
@@ -48,20 +97,22 @@ func Open(ctx context.Context, uri string, opts ...pool.Option) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := pool.New(addr, NewConnector(cfg), append(poolOptions(cs), opts...)...)
+	s := newSDAM(cfg, cs)
+	// The SDAM handler comes first so that a user's handler sees the pool
+	// as SDAM left it.
+	all := append(poolOptions(cs), pool.WithEstablishErrorHandler(s.establishFailed))
+	p, err := pool.New(addr, NewConnector(cfg), append(all, opts...)...)
 	if err != nil {
+		s.close()
 		return nil, err
 	}
+	s.p = p // before Ready: no establishment can fail before it
 	if err := p.Ready(); err != nil {
+		s.close()
 		p.Close()
 		return nil, err
 	}
-	mp := &Pool{p: p, cs: cs}
-	if _, err := mp.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
-		p.Close()
-		return nil, fmt.Errorf("mongopool: cannot use the server at %s: %w", addr, err)
-	}
-	return mp, nil
+	return &Pool{p: p, cs: cs, sdam: s}, nil
 }
 
 // connectionConfig turns the connection string into how to establish
@@ -147,8 +198,15 @@ func durationOr(d *time.Duration, def time.Duration) time.Duration {
 
 // Do checks a connection out, calls fn with it and checks it back in: see
 // pool.Pool.Do.
+// A check-out that finds the pool paused after an establishment error fails
+// with a retryable *pool.PoolClearedError and asks the monitor to check the
+// server now (see New).
 func (p *Pool) Do(ctx context.Context, fn func(*connection.Conn) error) error {
-	return p.p.Do(ctx, func(c *pool.Conn) error { return fn(c.Link().(*connection.Conn)) })
+	err := p.p.Do(ctx, func(c *pool.Conn) error { return fn(c.Link().(*connection.Conn)) })
+	if err != nil && errors.Is(err, pool.ErrPoolCleared) {
+		p.sdam.requestCheck()
+	}
+	return err
 }
 
 // RunCommand runs cmd (a document: bson.D, a map, a struct, bson.Raw) on
@@ -215,5 +273,10 @@ func (p *Pool) Stats() pool.Stats { return p.p.Stats() }
 // Address returns the endpoint.
 func (p *Pool) Address() string { return p.p.Address() }
 
-// Close closes the pool and its connections.
-func (p *Pool) Close() error { return p.p.Close() }
+// Close stops the monitor of the server, if one runs, and closes the pool and
+// its connections. Close the pool through this method rather than through
+// [Pool.Pool], so that no clear of the pool races with its closing.
+func (p *Pool) Close() error {
+	p.sdam.close()
+	return p.p.Close()
+}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -26,9 +26,11 @@ type Conn struct {
 	maxMessage    int32
 	buf           []byte // encoding buffer, reused
 
-	mu     sync.Mutex // protects following fields
-	err    error      // the error that broke the connection
-	closed bool
+	// broken holds the error that broke the connection, set once. The pool
+	// reads it on every check-out and check-in, under its own lock: an
+	// atomic keeps that read to a load.
+	broken atomic.Pointer[error]
+	closed atomic.Bool
 }
 
 // Address returns the server's address.
@@ -42,34 +44,25 @@ func (c *Conn) Description() *handshake.Description { return c.desc }
 // broke it otherwise: a network error or timeout, a protocol error, or Close.
 // A server's error reply (ok: 0) does not break a connection.
 func (c *Conn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	if e := c.broken.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // Close closes the socket. A command in progress fails.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	c.closed = true
-	if c.err == nil {
-		c.err = net.ErrClosed
-	}
-	c.mu.Unlock()
+	c.fail(net.ErrClosed)
 	return c.nc.Close()
 }
 
 // fail records the error that broke the connection (the first one wins) and
 // returns it.
 func (c *Conn) fail(err error) error {
-	c.mu.Lock()
-	if c.err == nil {
-		c.err = err
-	}
-	c.mu.Unlock()
+	c.broken.CompareAndSwap(nil, &err)
 	return err
 }
 
@@ -118,9 +111,13 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	} else {
 		c.nc.SetDeadline(time.Time{})
 	}
-	// A canceled context interrupts the I/O by moving the deadline to the past.
-	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A canceled context interrupts the I/O by moving the deadline to the
+	// past. A context that cannot be canceled needs no watch, which saves
+	// its allocations.
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
 
 	if err := wire.WriteMessage(c.nc, msg); err != nil {
 		return nil, c.ioError(ctx, "sending the command", err)

@@ -25,6 +25,11 @@ type conn struct {
 	sasl *saslConv
 	// peer is the verified client certificate of a TLS connection, if any.
 	peer *x509.Certificate
+	// appName is the client.application.name of the first hello that
+	// carried client metadata, which the failCommand fail point matches;
+	// hasMetadata is set once such a hello came.
+	appName     string
+	hasMetadata bool
 }
 
 // noCompressor marks a request that arrived uncompressed.
@@ -98,7 +103,10 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 		}
 		req := &request{conn: c, body: m.Body, seqs: m.Sequences, flags: m.Flags, compressor: compressor}
 		req.name, req.db = commandName(m.Body), dbOf(m.Body)
-		reply := c.srv.dispatch(req)
+		reply, err := c.srv.dispatch(req)
+		if err != nil {
+			return err // close without a reply
+		}
 		if m.Flags&wire.MoreToCome != 0 {
 			return nil // the client wants no reply
 		}
@@ -120,7 +128,9 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 		} else {
 			req := &request{conn: c, body: q.command, db: q.db, legacy: true, compressor: compressor}
 			req.name = commandName(q.command)
-			reply = c.srv.dispatch(req)
+			if reply, err = c.srv.dispatch(req); err != nil {
+				return err // close without a reply
+			}
 		}
 		return c.write(appendReply(nil, wire.NextRequestID(), h.RequestID, reply), commandName(q.command), compressor)
 	}
@@ -128,18 +138,17 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 }
 
 // write sends the reply msg to the command name, compressed with the
-// compressor of the request when the command allows it.
+// compressor of the request when the command allows it, or as an injected
+// fault says (see InjectFault).
 func (c *conn) write(msg []byte, name string, compressor int) error {
-	if compressor != noCompressor && wire.Compressible(name) {
-		id := wire.CompressorID(compressor)
-		out, err := wire.AppendCompressed(nil, msg, id, wire.ZlibDefaultLevel)
-		if err != nil {
-			return fmt.Errorf("mongotest: compressing the reply to %s: %w", name, err)
-		}
-		msg = out
-		c.srv.stats.compressedSent(id)
+	if f, ok := c.srv.faults.take(false, name); ok {
+		return c.writeFaulty(f, msg, name, compressor)
 	}
-	return wire.WriteMessage(c.nc, msg)
+	out, err := c.encodeReply(msg, name, compressor)
+	if err != nil {
+		return err
+	}
+	return wire.WriteMessage(c.nc, out)
 }
 
 // commandName returns the first key of a command document, "" if empty.
@@ -155,4 +164,20 @@ func commandName(body bson.Raw) string {
 func dbOf(body bson.Raw) string {
 	db, _ := body.Lookup("$db").StringValueOK()
 	return db
+}
+
+// encodeReply returns the reply msg to the command name as it goes on the
+// wire: compressed with the compressor of the request when the command
+// allows it, as is otherwise.
+func (c *conn) encodeReply(msg []byte, name string, compressor int) ([]byte, error) {
+	if compressor == noCompressor || !wire.Compressible(name) {
+		return msg, nil
+	}
+	id := wire.CompressorID(compressor)
+	out, err := wire.AppendCompressed(nil, msg, id, wire.ZlibDefaultLevel)
+	if err != nil {
+		return nil, fmt.Errorf("mongotest: compressing the reply to %s: %w", name, err)
+	}
+	c.srv.stats.compressedSent(id)
+	return out, nil
 }

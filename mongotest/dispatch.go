@@ -1,6 +1,8 @@
 package mongotest
 
 import (
+	"errors"
+
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -33,6 +35,9 @@ type handler struct {
 	public bool
 	// legacy commands may arrive as OP_QUERY: the hello commands.
 	legacy bool
+	// writeConcern commands take a write concern, so a failCommand fail
+	// point may add a writeConcernError to their reply.
+	writeConcern bool
 }
 
 // handlers are the commands the server knows, by their exact name: MongoDB
@@ -54,35 +59,50 @@ func init() {
 		"endSessions":     {run: (*Server).endSessions, public: true},
 		"listDatabases":   {run: (*Server).listDatabases},
 		"listCollections": {run: (*Server).listCollections},
-		"insert":          {run: (*Server).insert},
+		"insert":          {run: (*Server).insert, writeConcern: true},
 		"find":            {run: (*Server).find},
 		"getMore":         {run: (*Server).getMore},
 		"killCursors":     {run: (*Server).killCursors},
 		"count":           {run: (*Server).count},
-		"delete":          {run: (*Server).delete},
-		"drop":            {run: (*Server).drop},
-		"dropDatabase":    {run: (*Server).dropDatabase},
+		"delete":          {run: (*Server).delete, writeConcern: true},
+		"drop":            {run: (*Server).drop, writeConcern: true},
+		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
+
+		// mongod runs the fail point commands without authentication: only
+		// a server started for tests (enableTestCommands) has them.
+		"configureFailPoint": {run: (*Server).configureFailPoint, public: true},
+		"waitForFailPoint":   {run: (*Server).waitForFailPoint, public: true},
 	}
 }
 
 // dispatch runs one command and returns its reply document, which is
-// {ok: 1, ...} or {ok: 0, errmsg, code, codeName}.
-func (s *Server) dispatch(req *request) bson.Raw {
+// {ok: 1, ...} or {ok: 0, errmsg, code, codeName}, or errCloseConnection
+// when the connection must close without a reply (a fail point's
+// closeConnection).
+func (s *Server) dispatch(req *request) (bson.Raw, error) {
 	s.stats.command(req.name)
 	d, err := s.run(req)
-	if err != nil {
-		return errorReply(asCmdError(err))
+	var fe *failCommandError
+	switch {
+	case errors.Is(err, errCloseConnection):
+		return nil, err
+	case errors.As(err, &fe):
+		return fe.reply(), nil
+	case err != nil:
+		return errorReply(asCmdError(err)), nil
 	}
 	d = append(d, bson.E{Key: "ok", Value: 1.0})
 	reply, err := bson.Marshal(d)
 	if err != nil {
-		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err))
+		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err)), nil
 	}
-	return reply
+	return reply, nil
 }
 
 // run checks that the command may run, as MongoDB does (it exists, it came
-// by an acceptable opcode, the connection may run it), and runs it.
+// by an acceptable opcode, the connection may run it), and runs it, with
+// the failCommand fail point applied where mongod applies it: after those
+// checks and before the command, and after a write (writeConcernError).
 func (s *Server) run(req *request) (bson.D, error) {
 	h, ok := handlers[req.name]
 	if !ok {
@@ -98,5 +118,17 @@ func (s *Server) run(req *request) (bson.D, error) {
 	if !h.public && req.conn.user == nil && s.users.any() {
 		return nil, errorf(codeUnauthorized, "Command %s requires authentication", req.name)
 	}
-	return h.run(s, req)
+	if h.legacy {
+		// Like mongod, take the hello's client metadata before the fail
+		// point looks at the connection's appName.
+		req.conn.noteClientMetadata(req.body)
+	}
+	if err := s.failBeforeRun(req); err != nil {
+		return nil, err
+	}
+	d, err := h.run(s, req)
+	if err == nil && h.writeConcern {
+		d = s.failAfterWrite(req, d)
+	}
+	return d, err
 }

@@ -24,7 +24,11 @@
 //   - ping, buildInfo, listDatabases, listCollections, endSessions, and an
 //     in-memory store: insert, find (equality filters only; sort and
 //     projection are ignored), getMore, killCursors, count, delete, drop and
-//     dropDatabase.
+//     dropDatabase;
+//   - the failCommand fail point, as mongod has it for tests:
+//     configureFailPoint and waitForFailPoint on admin, or Server.SetFailPoint,
+//     to block, fail or close the connection of chosen commands (the
+//     handshake and authentication included), or add a writeConcernError.
 //
 // Once a user exists, every command but the handshake, authentication,
 // ping, buildInfo and endSessions needs an authenticated connection. There
@@ -33,6 +37,13 @@
 // Errors look like MongoDB's: ok 0 with errmsg, code and codeName, such as
 // code 59 (CommandNotFound) for an unknown command. Input that breaks the
 // wire protocol makes the server close that connection, as mongod does.
+//
+// Beyond what MongoDB does, Server.InjectFault breaks the wire protocol or
+// the connection on purpose, for testing clients: a delayed or missing
+// reply, a wrong responseTo, a truncated frame, a negative, tiny or huge
+// messageLength, a reply that is not BSON, a reset in the middle of a reply,
+// or a connection accepted and never answered; PauseAccepting stops the
+// accepting of connections.
 //
 // Server.Stats reports what the server saw (connections, commands by name,
 // compressed messages by compressor, authentications), so tests can check

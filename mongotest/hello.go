@@ -67,6 +67,22 @@ func (s *Server) hello(req *request) (bson.D, error) {
 	return d, nil
 }
 
+// noteClientMetadata records the application name of the first hello
+// (body) that carries client metadata, {client: {application: {name}}}.
+// mongod takes it before the command runs, and so does dispatch, so that a
+// fail point with an appName applies to that hello too.
+func (c *conn) noteClientMetadata(body bson.Raw) {
+	if c.hasMetadata {
+		return
+	}
+	client, ok := body.Lookup("client").DocumentOK()
+	if !ok {
+		return
+	}
+	c.hasMetadata = true
+	c.appName, _ = client.Lookup("application", "name").StringValueOK()
+}
+
 // negotiateCompression returns the compressors of the client's list (the
 // hello's compression array) that the server accepts, in the client's order.
 func (s *Server) negotiateCompression(v bson.RawValue) []string {

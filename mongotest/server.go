@@ -26,6 +26,12 @@ type Server struct {
 
 	nextConnID atomic.Int32
 
+	faults faultSet      // injected faults (InjectFault)
+	accept acceptGate    // PauseAccepting, ResumeAccepting
+	done   chan struct{} // closed by Close, to end waits that faults start
+
+	failPoints failPoints // the failCommand fail point (SetFailPoint)
+
 	mu     sync.Mutex
 	conns  map[*conn]struct{} // the connections being served
 	closed bool
@@ -45,7 +51,7 @@ func Start(opts ...Option) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongotest: listening: %w", err)
 	}
-	s := &Server{cfg: cfg, addr: ln.Addr().String(), conns: make(map[*conn]struct{})}
+	s := &Server{cfg: cfg, addr: ln.Addr().String(), conns: make(map[*conn]struct{}), done: make(chan struct{})}
 	s.store.init()
 	s.cursors.init()
 	s.stats.init()
@@ -81,6 +87,7 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	err := s.ln.Close()
 	for c := range s.conns {
 		c.nc.Close()
@@ -94,6 +101,9 @@ func (s *Server) Close() error {
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
 	for {
+		if !s.waitAccepting() {
+			return
+		}
 		nc, err := s.ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -112,6 +122,13 @@ func (s *Server) acceptLoop() {
 			time.Sleep(5 * time.Millisecond) // a failed accept (such as EMFILE) is not fatal
 			continue
 		}
+		// PauseAccepting may have come while Accept was blocked: hold the
+		// connection unserved, as if it were still in the backlog.
+		if !s.waitAccepting() {
+			nc.Close()
+			return
+		}
+		_, silent := s.faults.take(true, "")
 		c := &conn{srv: s, nc: nc, id: s.nextConnID.Add(1)}
 		s.mu.Lock()
 		if s.closed {
@@ -125,7 +142,11 @@ func (s *Server) acceptLoop() {
 		s.stats.connOpened()
 		go func() {
 			defer s.wg.Done()
-			c.serve()
+			if silent {
+				c.silence()
+			} else {
+				c.serve()
+			}
 			s.mu.Lock()
 			delete(s.conns, c)
 			s.mu.Unlock()

@@ -34,6 +34,10 @@ type Stats struct {
 	// with a normal conversation.
 	Authentications map[string]int64
 	AuthFailures    map[string]int64
+	// FailCommandFired counts the times the failCommand fail point fired
+	// (blocked, failed or closed a command, or added a writeConcernError),
+	// whatever it was set to: the count configureFailPoint reports.
+	FailCommandFired int64
 }
 
 // stats collects a Stats.

@@ -111,3 +111,55 @@ func TestEstablishErrorHandlerOrder(t *testing.T) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 }
+
+// Close waits for the pool's goroutines, among them an establishment whose
+// error handler clears the pool (as SDAM does on a handshake error) while
+// Close runs: that Clear must not wait for Close, nor Close for it.
+func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
+	c := connectorFunc(func(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+		return nil, io.EOF
+	})
+	entered, closing := make(chan struct{}), make(chan struct{})
+	var p *pool.Pool
+	p, err := pool.New("127.0.0.1:27017", c,
+		pool.WithEventHandler(func(e pool.Event) {
+			if e.Type == pool.PoolClosed {
+				close(closing)
+			}
+		}),
+		pool.WithEstablishErrorHandler(func(err error) {
+			close(entered)
+			<-closing // Close has begun
+			p.Clear(pool.ClearOptions{Cause: err})
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustReady(t, p)
+	checkedOut := make(chan error, 1)
+	go func() {
+		_, err := p.CheckOut(context.Background())
+		checkedOut <- err
+	}()
+	<-entered
+	closed := make(chan struct{})
+	go func() {
+		p.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs while the establish-error handler calls Clear")
+	}
+	if err := <-checkedOut; err == nil {
+		t.Fatal("the check-out whose connection failed succeeded")
+	}
+}
+
+// connectorFunc makes a function a pool.Connector.
+type connectorFunc func(ctx context.Context, a *pool.Attempt) (pool.Link, error)
+
+func (f connectorFunc) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+	return f(ctx, a)
+}

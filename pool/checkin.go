@@ -15,7 +15,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 	if c == nil || c.pool != p {
 		return fmt.Errorf("%w: pool %s", ErrNotFromThisPool, p.address)
 	}
-	p.mu.Lock()
+	p.lock()
 	if c.state != stateInUse {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: connection %d of pool %s", ErrNotCheckedOut, c.id, p.address)
@@ -28,7 +28,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		p.emit(ConnectionCheckedIn, c, zeroTime, "", nil)
 		p.mu.Lock()
 	}
-	p.counts.checkedIn.Add(1)
+	p.counts.checkedIn++
 
 	if reason, err := p.checkInPerishedLocked(c); reason != "" {
 		var ob outbox
@@ -43,6 +43,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		var ob outbox
 		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
 		p.mu.Unlock()
+		ob.finish(p)
 		return nil
 	}
 	p.inUse--

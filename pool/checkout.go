@@ -17,8 +17,15 @@ import (
 // timeoutMS ends the wait, and a [*ConnectionError] when the establishment it
 // waited for failed.
 func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
-	start := p.clock()
-	p.emit(ConnectionCheckOutStarted, nil, zeroTime, "", nil)
+	var start time.Time
+	var ticket uint64
+	if p.observed() {
+		// The ticket is taken just before the event, so that the queue can
+		// follow the order the events show even when the pool's lock lets a
+		// later check-out in first.
+		start, ticket = p.now(), p.tickets.Add(1)
+		p.emit(ConnectionCheckOutStarted, nil, zeroTime, "", nil)
+	}
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
@@ -27,7 +34,7 @@ func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
 		}
 	}
 
-	p.mu.Lock()
+	p.lock()
 	// The fast path: ready, nobody ahead, an idle connection on top that has
 	// not perished. Everything else goes the slow way.
 	if p.state == stateReady && p.waiting == 0 {
@@ -38,19 +45,19 @@ func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
 				p.idle = p.idle[:n-1]
 				c.state = stateInUse
 				p.inUse++
-				p.counts.checkedOut.Add(1)
+				p.counts.checkedOut++
 				p.mu.Unlock()
 				p.emit(ConnectionCheckedOut, c, start, "", nil)
 				return c, nil
 			}
 		}
 	}
-	return p.checkOutSlow(ctx, start)
+	return p.checkOutSlow(ctx, start, ticket)
 }
 
 // checkOutSlow is CheckOut past the fast path; it is called with the lock
 // held and releases it.
-func (p *Pool) checkOutSlow(ctx context.Context, start time.Time) (*Conn, error) {
+func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64) (*Conn, error) {
 	switch p.state {
 	case statePoolClosed:
 		p.mu.Unlock()
@@ -65,7 +72,7 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time) (*Conn, error)
 		if c := p.takeIdleLocked(&ob); c != nil {
 			c.state = stateInUse
 			p.inUse++
-			p.counts.checkedOut.Add(1)
+			p.counts.checkedOut++
 			p.dispatchLocked(&ob)
 			p.mu.Unlock()
 			ob.finish(p)
@@ -74,6 +81,7 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time) (*Conn, error)
 		}
 	}
 	w := p.getWaiter()
+	w.ticket, w.start = ticket, start
 	p.queue.push(w)
 	p.waiting++
 	p.dispatchLocked(&ob)
@@ -84,7 +92,14 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time) (*Conn, error)
 
 // await waits for w's result or for the first time limit to end the wait.
 func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, error) {
-	began := time.Now()
+	began := p.now()
+	done := ctx.Done()
+	if done == nil && p.cfg.waitQueueTimeout <= 0 && p.cfg.timeout <= 0 {
+		// Nothing can end the wait but its result: a plain receive is
+		// cheaper than the select below.
+		<-w.ch
+		return p.received(w, start, began)
+	}
 	// waitQueueTimeoutMS limits the wait in the queue only: a check-out whose
 	// own connection is being established is past it. timeoutMS and the
 	// context limit the whole check-out.
@@ -109,7 +124,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 		case <-w.ch:
 			stop()
 			return p.received(w, start, began)
-		case <-ctx.Done():
+		case <-done:
 			limit = ctx.Err()
 		case now := <-timerChan(timer):
 			limit = errTimeoutMS
@@ -176,7 +191,8 @@ func timerChan(t *time.Timer) <-chan time.Time {
 	return t.C
 }
 
-// received completes a check-out whose result was delivered.
+// received completes a check-out whose result was delivered. Its
+// ConnectionCheckedOut event is already out: the deliverer emitted it.
 func (p *Pool) received(w *waiter, start, began time.Time) (*Conn, error) {
 	c, err := w.conn, w.err
 	p.putWaiter(w)
@@ -184,7 +200,6 @@ func (p *Pool) received(w *waiter, start, began time.Time) (*Conn, error) {
 	if err != nil {
 		return nil, p.checkOutFailed(start, err)
 	}
-	p.emit(ConnectionCheckedOut, c, start, "", nil)
 	return c, nil
 }
 

@@ -25,7 +25,10 @@
 // across calls. A check-out waits in a FIFO queue when no connection is idle
 // and none can be established yet (maxPoolSize or maxConnecting reached); it
 // gives up at the earliest of the context's deadline, waitQueueTimeoutMS and
-// timeoutMS.
+// timeoutMS. When someone listens to the events, the queue's order is that of
+// the ConnectionCheckOutStarted events, whichever check-out reaches the pool's
+// lock first, and the ConnectionCheckedOut events of waiting check-outs come
+// in the same order.
 //
 // # Monitoring
 //

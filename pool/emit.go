@@ -8,19 +8,16 @@ import (
 
 var zeroTime time.Time
 
+// now returns the current time from the monotonic clock alone, at about half
+// the cost of time.Now, which reads the wall clock too. Its wall reading is
+// derived from the pool's epoch: good for durations and deadlines, which is
+// all the pool uses it for.
+func (p *Pool) now() time.Time { return p.epoch.Add(time.Since(p.epoch)) }
+
 // observed reports whether someone listens: an event handler, or a logger
 // enabled for Debug (asked each time, as its level may change).
 func (p *Pool) observed() bool {
 	return p.handled || p.cfg.logger != nil && p.cfg.logger.Enabled(context.Background(), slog.LevelDebug)
-}
-
-// clock reads the monotonic clock for event durations, only when someone
-// listens.
-func (p *Pool) clock() time.Time {
-	if p.observed() {
-		return time.Now()
-	}
-	return zeroTime
 }
 
 // emit reports a connection or check-out event: the one place where events

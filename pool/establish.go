@@ -63,6 +63,11 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 		}
 		p.idle = append(p.idle, c)
 	}
+	// The establishment that ended makes room for the next one: waiters
+	// first, then minPoolSize, started here rather than by a maintenance run
+	// that would need its goroutine woken first.
+	p.dispatchLocked(&ob)
+	p.populateLocked(&ob)
 	p.releaseLocked(&ob)
 }
 

@@ -44,9 +44,15 @@ func (p *Pool) maintenanceRun() {
 	clear(p.idle[len(kept):])
 	p.idle = kept
 	p.dispatchLocked(&ob)
-	for p.belowMinLocked() && p.state == stateReady && p.canEstablishLocked() {
-		p.newConnLocked(false, &ob)
-	}
+	p.populateLocked(&ob)
 	p.mu.Unlock()
 	ob.finish(p)
+}
+
+// populateLocked starts establishments toward minPoolSize, as many as
+// maxConnecting and maxPoolSize allow now, without waiting for any.
+func (p *Pool) populateLocked(ob *outbox) {
+	for p.belowMinLocked() && p.state == stateReady && p.canEstablishLocked() {
+		p.newConnLocked(false, ob)
+	}
 }

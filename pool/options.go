@@ -116,7 +116,9 @@ func WithLoadBalanced(on bool) Option {
 // WithEventHandler subscribes fn to the pool's events. Handlers are called in
 // the order they were given, synchronously, on the goroutine where the event
 // happens and never with the pool's lock held: they may call the pool, but a
-// slow handler slows the pool down.
+// slow handler slows the pool down. The ConnectionCheckedOut event of a
+// check-out that waited happens where the connection is handed over (a
+// check-in, an establishment), before the check-out returns.
 func WithEventHandler(fn func(Event)) Option {
 	return func(c *config) {
 		if fn != nil {
@@ -137,9 +139,18 @@ func WithLogger(l *slog.Logger) Option {
 // check-out waiting on it fails. It is the hook through which a topology layer
 // applies the SDAM rules for errors during connection establishment (typically
 // by clearing the pool). fn runs on the establishing goroutine and may call the
-// pool.
+// pool. Several handlers compose: each is called, in the order they were given,
+// so that a user's handler does not displace a topology layer's.
 func WithEstablishErrorHandler(fn func(error)) Option {
-	return func(c *config) { c.establishFailed = fn }
+	return func(c *config) {
+		switch prev := c.establishFailed; {
+		case fn == nil:
+		case prev == nil:
+			c.establishFailed = fn
+		default:
+			c.establishFailed = func(err error) { prev(err); fn(err) }
+		}
+	}
 }
 
 func defaultConfig() config {

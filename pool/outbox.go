@@ -10,7 +10,8 @@ import "context"
 type outbox struct {
 	closed   []*Conn
 	created  []establishment
-	wake     []*waiter
+	wake1    *waiter   // the first waiter to wake: most outboxes have one at most
+	wake     []*waiter // the others, in order
 	teardown []teardown
 	emitted  bool // emitClosed already ran
 }
@@ -25,9 +26,23 @@ type teardown struct {
 	async bool // on a goroutine counted in pool.wg (already added)
 }
 
-// hasEvents reports whether the outbox holds events that a waiter's own
-// events must follow.
-func (ob *outbox) hasEvents() bool { return len(ob.closed) > 0 || len(ob.created) > 0 }
+// addWake queues w to be signalled, after the waiters queued before it.
+func (ob *outbox) addWake(w *waiter) {
+	if ob.wake1 == nil {
+		ob.wake1 = w
+		return
+	}
+	ob.wake = append(ob.wake, w)
+}
+
+// signal emits the ConnectionCheckedOut event of w's connection, if it was
+// given one, and wakes w, which owns w from then on.
+func (p *Pool) signal(w *waiter) {
+	if w.conn != nil {
+		p.emit(ConnectionCheckedOut, w.conn, w.start, "", nil)
+	}
+	w.ch <- struct{}{}
+}
 
 // emitClosed emits the ConnectionClosed events; Close calls it before it emits
 // PoolClosed, and finish calls it otherwise.
@@ -47,8 +62,11 @@ func (ob *outbox) finish(p *Pool) {
 	for _, e := range ob.created {
 		p.emit(ConnectionCreated, e.c, zeroTime, "", nil)
 	}
+	if ob.wake1 != nil {
+		p.signal(ob.wake1)
+	}
 	for _, w := range ob.wake {
-		w.ch <- struct{}{}
+		p.signal(w)
 	}
 	for _, e := range ob.created {
 		go p.establish(e.ctx, e.c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,7 +45,9 @@ type Pool struct {
 	poke      chan struct{} // asks the maintenance goroutine for a run now
 	stop      chan struct{} // closed by Close
 	wg        sync.WaitGroup
-	waiters   sync.Pool // of *waiter, recycled once delivered
+	waiters   sync.Pool     // of *waiter, recycled once delivered
+	tickets   atomic.Uint64 // order of the observed check-outs' CheckOutStarted events
+	epoch     time.Time     // when the pool was created: see now
 
 	// transition serializes Ready, Clear and Close, so that their events are
 	// emitted in the order of the state changes they report.
@@ -95,6 +98,7 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		handled: len(cfg.handlers) > 0,
 		poke:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
+		epoch:   time.Now(),
 	}
 	p.host, p.port = splitAddress(address)
 	p.ctx, p.cancelAll = context.WithCancel(context.Background())
@@ -145,10 +149,10 @@ func (p *Pool) Ready() error {
 // ended. Closing a closed pool does nothing.
 func (p *Pool) Close() error {
 	p.transition.Lock()
-	defer p.transition.Unlock()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
+		p.transition.Unlock()
 		return nil
 	}
 	p.state = statePoolClosed
@@ -171,8 +175,31 @@ func (p *Pool) Close() error {
 
 	close(p.stop)
 	p.cancelAll()
+	// The pool's goroutines are waited for without holding transition: an
+	// establishment whose error handler calls Clear (as SDAM does) must be
+	// able to run it, which returns at once on a closed pool.
+	p.transition.Unlock()
 	p.wg.Wait()
 	return nil
+}
+
+// spinTries is how many times lock tries the pool's lock again before it
+// waits for it the way sync.Mutex does.
+const spinTries = 50
+
+// lock takes the pool's lock on the check-out and check-in paths. The pool
+// holds it for a few dozen instructions there, so a goroutine that finds it
+// taken is better off trying again a few times than being parked and woken
+// by the runtime, which costs more than the wait itself (sync.Mutex spins
+// only when no other goroutine is ready to run, which is never the case when
+// many goroutines share the pool).
+func (p *Pool) lock() {
+	for range spinTries {
+		if p.mu.TryLock() {
+			return
+		}
+	}
+	p.mu.Lock()
 }
 
 // establishingLocked returns the connections whose Connector is still at work
@@ -307,14 +334,17 @@ func (p *Pool) takeIdleLocked(ob *outbox) *Conn {
 // dispatchLocked serves the wait queue with what the pool can give now: idle
 // connections first, then new establishments while maxConnecting and
 // maxPoolSize allow and there are more waiting check-outs than establishments
-// under way for them.
+// under way. Those the maintenance started for minPoolSize count too: a
+// connection established goes to the oldest waiter, so a check-out waits for
+// one of them rather than start its own, as the specification's test
+// "threads blocked by maxConnecting check out minPoolSize connections" asks.
 func (p *Pool) dispatchLocked(ob *outbox) {
 	for p.waiting > 0 && p.state == stateReady {
 		if c := p.takeIdleLocked(ob); c != nil {
 			p.deliverLocked(p.queue.popLive(), c, nil, ob)
 			continue
 		}
-		if p.waiting > p.forWaiters && p.canEstablishLocked() {
+		if p.waiting > p.pending && p.canEstablishLocked() {
 			p.newConnLocked(true, ob)
 			continue
 		}
@@ -323,29 +353,31 @@ func (p *Pool) dispatchLocked(ob *outbox) {
 }
 
 // deliverLocked gives w its result: a connection, checked out to it, or an
-// error. The waiter is signalled at once unless the outbox holds events that
-// must come first, in which case the outbox signals it after them.
+// error. The outbox signals w once the lock is released (waking a goroutine
+// under the lock would lengthen every critical section by the scheduler's
+// work), after the outbox's events and after the ConnectionCheckedOut of the
+// connection: the deliverer emits that event rather than the waiter, so that
+// these events come in the order the queue served the check-outs, not in the
+// order the scheduler happens to run their goroutines.
 func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox) {
 	p.waiting--
 	w.state, w.conn, w.err = waiterDelivered, c, err
 	if c != nil {
 		c.state = stateInUse
 		p.inUse++
-		p.counts.checkedOut.Add(1)
+		p.counts.checkedOut++
 	}
-	if ob.hasEvents() {
-		ob.wake = append(ob.wake, w)
-		return
-	}
-	w.ch <- struct{}{}
+	ob.addWake(w)
 }
 
 // releaseLocked ends a change made under the lock: it serves the wait queue
 // with whatever the change made possible, releases the lock, carries out the
-// outbox, and asks for a maintenance run if the pool is below minPoolSize.
+// outbox, and asks for a maintenance run if the pool is below minPoolSize
+// and may establish now (if it may not, the end of an establishment under
+// way will populate it).
 func (p *Pool) releaseLocked(ob *outbox) {
 	p.dispatchLocked(ob)
-	poke := p.belowMinLocked()
+	poke := p.belowMinLocked() && p.canEstablishLocked()
 	p.mu.Unlock()
 	ob.finish(p)
 	if poke {
@@ -363,7 +395,7 @@ func (p *Pool) evictLocked(keep int, err error, ob *outbox) {
 		if rank++; rank > keep {
 			p.waiting--
 			w.state, w.err = waiterDelivered, err
-			ob.wake = append(ob.wake, w)
+			ob.addWake(w)
 		}
 	})
 	p.queue.compact()

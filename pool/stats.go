@@ -56,14 +56,18 @@ type Stats struct {
 	Clears int64 // calls to Clear
 }
 
-// counters are the pool's running totals. They are atomics so that they can
+// counters are the pool's running totals. Most are atomics so that they can
 // be bumped on paths that do not hold the lock; Stats reads them under it.
+// The check-out and check-in counts are bumped on the hot path, always under
+// the lock, where a plain increment is cheaper than an atomic one.
 type counters struct {
 	created, establishFailed                              atomic.Int64
 	closedStale, closedIdle, closedError, closedPoolClose atomic.Int64
-	checkedOut, checkedIn, checkOutFailed, timeouts       atomic.Int64
+	checkOutFailed, timeouts                              atomic.Int64
 	waits, waitNanos                                      atomic.Int64
 	clears                                                atomic.Int64
+
+	checkedOut, checkedIn int64 // guarded by pool.mu
 }
 
 func (c *counters) closed(reason string) {
@@ -109,8 +113,8 @@ func (p *Pool) Stats() Stats {
 		ClosedError:      c.closedError.Load(),
 		ClosedPoolClosed: c.closedPoolClose.Load(),
 		EstablishFailed:  c.establishFailed.Load(),
-		CheckedOut:       c.checkedOut.Load(),
-		CheckedIn:        c.checkedIn.Load(),
+		CheckedOut:       c.checkedOut,
+		CheckedIn:        c.checkedIn,
 		CheckOutFailed:   c.checkOutFailed.Load(),
 		Timeouts:         c.timeouts.Load(),
 		WaitCount:        c.waits.Load(),

@@ -1,6 +1,9 @@
 package pool
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // waiterState says where a waiting check-out stands. The pool's lock guards
 // it, so that delivering a result and giving up agree on a single winner: a
@@ -16,8 +19,10 @@ const (
 
 // A waiter is a check-out waiting in the queue.
 type waiter struct {
-	ch    chan struct{} // one slot: signalled once, when the result is set
-	timer *time.Timer   // the wait's time limit, kept across reuses
+	ch     chan struct{} // one slot: signalled once, when the result is set
+	timer  *time.Timer   // the wait's time limit, kept across reuses
+	ticket uint64        // its place in CheckOutStarted order; 0 when unobserved
+	start  time.Time     // when its check-out started, if observed
 
 	// Guarded by pool.mu.
 	state waiterState
@@ -38,7 +43,7 @@ func (p *Pool) getWaiter() *waiter {
 // putWaiter recycles a waiter whose result was delivered and received; a
 // canceled waiter may still sit in the queue and is left to the collector.
 func (p *Pool) putWaiter(w *waiter) {
-	w.state, w.conn, w.err = waiterWaiting, nil, nil
+	w.state, w.conn, w.err, w.ticket, w.start = waiterWaiting, nil, nil, 0, time.Time{}
 	p.waiters.Put(w)
 }
 
@@ -54,7 +59,36 @@ type waitQueue struct {
 
 func (q *waitQueue) len() int { return len(q.head) - q.headPos + len(q.tail) }
 
-func (q *waitQueue) push(w *waiter) { q.tail = append(q.tail, w) }
+// push queues w last, or, if it has a ticket, ahead of the waiters with later
+// tickets that took the pool's lock before it: the queue then serves
+// check-outs in the order their CheckOutStarted events were emitted. A
+// waiter without a ticket (nobody listened) stops the search: the lock's
+// order is all there is to go by then.
+func (q *waitQueue) push(w *waiter) {
+	q.tail = append(q.tail, w)
+	if w.ticket == 0 {
+		return
+	}
+	i := len(q.tail) - 1
+	for ; i > 0 && q.tail[i-1].ticket > w.ticket; i-- {
+		q.tail[i] = q.tail[i-1]
+	}
+	q.tail[i] = w
+	if i > 0 {
+		return
+	}
+	// At the front of tail: it may belong further up, in head (rare: it
+	// lost the race for the lock to a whole swap's worth of waiters).
+	j := len(q.head)
+	for j > q.headPos && q.head[j-1].ticket > w.ticket {
+		j--
+	}
+	if j < len(q.head) {
+		copy(q.tail, q.tail[1:])
+		q.tail = q.tail[:len(q.tail)-1]
+		q.head = slices.Insert(q.head, j, w)
+	}
+}
 
 // popFront removes and returns the oldest waiter, live or not; nil if empty.
 func (q *waitQueue) popFront() *waiter {

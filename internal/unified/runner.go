@@ -1,0 +1,720 @@
+package unified
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// SchemaVersion is the newest schema version the runner accepts: files of
+// major version 1 up to this one.
+const SchemaVersion = "1.28"
+
+// testTimeout bounds each test, operations and checks included.
+const testTimeout = 60 * time.Second
+
+// The runner's user: every test's server has it, every client uses it.
+const (
+	runnerUser     = "unified-runner"
+	runnerPassword = "unified-runner-password"
+)
+
+// RunDir runs every .json file of dir, each as a subtest named after the file.
+// A directory without any is a failure, not a pass.
+func RunDir(t *testing.T, dir string) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no .json test files in %s", dir)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) { RunFile(t, f) })
+	}
+}
+
+// RunFile runs the tests of one file, each as a subtest named after its
+// description.
+func RunFile(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := loadFile(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	for i, tv := range f.tests {
+		t.Run(testName(tv, i), func(t *testing.T) {
+			err := runTest(t, f, tv)
+			var skip *skipError
+			switch {
+			case errors.As(err, &skip):
+				t.Skip(skip.reason)
+			case err != nil:
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// file is a test file's top level, checked.
+type file struct {
+	reqs     []bson.RawValue // runOnRequirements, nil if none
+	entities []bson.RawValue // createEntities
+	tests    []bson.RawValue
+}
+
+// loadFile parses a test file (extended JSON) and checks its top level.
+func loadFile(data []byte) (*file, error) {
+	var raw bson.Raw
+	if err := bson.UnmarshalExtJSON(data, false, &raw); err != nil {
+		return nil, fmt.Errorf("not an extended JSON document: %w", err)
+	}
+	o := readObject("file", docValue(raw),
+		[]string{"description", "schemaVersion", "runOnRequirements", "createEntities", "tests", "_yamlAnchors"},
+		"initialData")
+	o.str("description", true)
+	if version := o.str("schemaVersion", true); o.err == nil {
+		if err := checkSchemaVersion(version); err != nil {
+			return nil, err
+		}
+	}
+	f := &file{entities: o.array("createEntities", false), tests: o.array("tests", true)}
+	if o.has("runOnRequirements") {
+		if f.reqs = o.array("runOnRequirements", false); f.reqs == nil {
+			o.fail("runOnRequirements is empty")
+		}
+	}
+	if o.err == nil && len(f.tests) == 0 {
+		o.fail("no tests")
+	}
+	if o.err != nil {
+		return nil, o.err
+	}
+	return f, nil
+}
+
+// testName returns a test's description, or its index if it has none (which
+// runTest reports).
+func testName(tv bson.RawValue, i int) string {
+	if d, ok := tv.DocumentOK(); ok {
+		if s, ok := d.Lookup("description").StringValueOK(); ok {
+			return s
+		}
+	}
+	return fmt.Sprintf("test %d", i)
+}
+
+// skipError is a test that must not run: an unmet runOnRequirements, or a
+// skipReason.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+// runTest runs one test of f. It returns a *skipError for a test that must
+// not run, and the first failure otherwise (all the failed log expectations
+// together). Its server and clients are closed when t ends.
+func runTest(t *testing.T, f *file, tv bson.RawValue) error {
+	r := &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: map[string]*client{}}
+	return r.run(f.reqs, f.entities, tv)
+}
+
+// checkSchemaVersion accepts versions of major 1 up to SchemaVersion.
+func checkSchemaVersion(s string) error {
+	v, err := ParseVersion(s)
+	if err != nil {
+		return fmt.Errorf("schemaVersion: %w", err)
+	}
+	max, _ := ParseVersion(SchemaVersion)
+	if v[0] != max[0] || v.Compare(max) > 0 {
+		return fmt.Errorf("schemaVersion %s is not supported: the runner reads %d.x up to %s", s, max[0], SchemaVersion)
+	}
+	return nil
+}
+
+// testRun is the state of one test: its server, its entities, the fail
+// points to disable.
+type testRun struct {
+	t          *testing.T
+	where      string
+	ctx        context.Context
+	srv        *mongotest.Server
+	base       string // the server's URI with the runner's credentials
+	internal   *mongopool.Pool
+	server     Server
+	sessions   bool
+	entities   map[string]*client
+	failPoints []string
+}
+
+func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) error {
+	o := readObject(r.where, tv,
+		[]string{"description", "runOnRequirements", "skipReason", "operations", "expectLogMessages"},
+		"expectEvents", "outcome", "expectTracingMessages")
+	o.str("description", true)
+	skip := o.str("skipReason", false)
+	var reqs []bson.RawValue
+	if o.has("runOnRequirements") {
+		reqs = o.array("runOnRequirements", false)
+	}
+	ops := o.array("operations", true)
+	var expectLogs []bson.RawValue
+	if o.has("expectLogMessages") {
+		expectLogs = o.array("expectLogMessages", false)
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if skip != "" {
+		return &skipError{"skipReason: " + skip}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	r.t.Cleanup(cancel)
+	r.ctx = ctx
+	if err := r.start(); err != nil {
+		return err
+	}
+	for _, rq := range []struct {
+		where string
+		reqs  []bson.RawValue
+	}{{"file runOnRequirements", fileReqs}, {r.where + " runOnRequirements", reqs}} {
+		if rq.reqs == nil {
+			continue
+		}
+		met, why, err := r.server.Satisfied(ctx, rq.where, rq.reqs)
+		if err != nil {
+			return err
+		}
+		if !met {
+			return &skipError{fmt.Sprintf("%s not met: %s", rq.where, why)}
+		}
+	}
+
+	// Clients are closed at the end, after the checks; fail points are
+	// disabled then too if a failure cut the test short.
+	r.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, c := range r.entities {
+			c.close(ctx)
+		}
+	})
+	r.t.Cleanup(func() {
+		if err := r.disableFailPoints(); err != nil {
+			r.t.Error(err)
+		}
+	})
+	if err := r.createEntities("createEntities", fileEntities); err != nil {
+		return err
+	}
+	for i, op := range ops {
+		if err := r.operation(fmt.Sprintf("%s operation %d", r.where, i), op); err != nil {
+			return err
+		}
+	}
+	// The operations are done: no more log messages count.
+	for _, c := range r.entities {
+		if c.logs != nil {
+			c.logs.stop()
+		}
+	}
+	errs := []error{r.disableFailPoints()}
+	for i, e := range expectLogs {
+		errs = append(errs, r.checkLogs(fmt.Sprintf("%s expectLogMessages[%d]", r.where, i), e))
+	}
+	return errors.Join(errs...)
+}
+
+// start starts the test's server, with the runner's user, and learns what
+// runOnRequirements needs through an internal client.
+func (r *testRun) start() error {
+	srv, err := mongotest.Start()
+	if err != nil {
+		return err
+	}
+	r.t.Cleanup(func() { srv.Close() })
+	if err := srv.AddUser("admin", runnerUser, runnerPassword); err != nil {
+		return err
+	}
+	r.srv = srv
+	r.base = fmt.Sprintf("mongodb://%s:%s@%s/", escape(runnerUser), escape(runnerPassword), srv.Addr())
+	internal, err := mongopool.Open(r.ctx, r.base)
+	if err != nil {
+		return fmt.Errorf("the internal client: %w", err)
+	}
+	r.t.Cleanup(func() { internal.Close() })
+	r.internal = internal
+
+	info, err := internal.RunCommand(r.ctx, "admin", bson.D{{Key: "buildInfo", Value: 1}})
+	if err != nil {
+		return fmt.Errorf("buildInfo: %w", err)
+	}
+	if r.server.Version, err = versionArray(info); err != nil {
+		return fmt.Errorf("buildInfo: %w", err)
+	}
+	hello, err := internal.RunCommand(r.ctx, "admin", bson.D{{Key: "hello", Value: 1}})
+	if err != nil {
+		return fmt.Errorf("hello: %w", err)
+	}
+	r.server.Topology = topologyOf(hello)
+	_, r.sessions = hello.Lookup("logicalSessionTimeoutMinutes").AsInt64OK()
+	// As configured: the server has a user, and mongotest speaks these
+	// mechanisms (MONGODB-X509 only over TLS, which this server has not).
+	r.server.Auth = true
+	r.server.AuthMechanisms = []string{mongotest.MechSCRAMSHA1, mongotest.MechSCRAMSHA256, mongotest.MechPLAIN}
+	r.server.GetParameter = func(ctx context.Context, name string) (bson.RawValue, error) {
+		reply, err := internal.RunCommand(ctx, "admin", bson.D{{Key: "getParameter", Value: 1}, {Key: name, Value: 1}})
+		if err != nil {
+			return bson.RawValue{}, err
+		}
+		v, err := reply.LookupErr(name)
+		if err != nil {
+			return bson.RawValue{}, fmt.Errorf("the reply has no %s", name)
+		}
+		return v, nil
+	}
+	return nil
+}
+
+// versionArray reads the first three elements of buildInfo's versionArray,
+// which the format says to compare.
+func versionArray(info bson.Raw) (Version, error) {
+	var v Version
+	a, ok := info.Lookup("versionArray").ArrayOK()
+	if !ok {
+		return v, errors.New("no versionArray")
+	}
+	vals, err := a.Values()
+	if err != nil || len(vals) < 3 {
+		return v, fmt.Errorf("malformed versionArray %s", a)
+	}
+	for i := range v {
+		n, ok := vals[i].AsInt64OK()
+		if !ok || n < 0 {
+			return v, fmt.Errorf("malformed versionArray %s", a)
+		}
+		v[i] = int(n)
+	}
+	return v, nil
+}
+
+// topologyOf tells the topology from a hello reply.
+func topologyOf(hello bson.Raw) string {
+	if _, err := hello.LookupErr("serviceId"); err == nil {
+		return "load-balanced"
+	}
+	if msg, _ := hello.Lookup("msg").StringValueOK(); msg == "isdbgrid" {
+		return "sharded"
+	}
+	if _, err := hello.LookupErr("setName"); err == nil {
+		return "replicaset"
+	}
+	return "single"
+}
+
+// createEntities creates the entities of a createEntities list.
+func (r *testRun) createEntities(where string, list []bson.RawValue) error {
+	for i, e := range list {
+		w := fmt.Sprintf("%s[%d]", where, i)
+		o := readObject(w, e, []string{"client"},
+			"clientEncryption", "database", "collection", "session", "bucket", "thread")
+		spec, _ := o.value("client", true)
+		if o.err != nil {
+			return o.err
+		}
+		c, err := newClient(w+".client", spec, r.base, r.sessions, r.server.Topology)
+		if err != nil {
+			return err
+		}
+		if _, dup := r.entities[c.id]; dup {
+			c.close(r.ctx)
+			return fmt.Errorf("%s: an entity named %q already exists", w, c.id)
+		}
+		r.entities[c.id] = c
+	}
+	return nil
+}
+
+// operation runs one operation and checks its outcome.
+func (r *testRun) operation(where string, v bson.RawValue) error {
+	o := readObject(where, v,
+		[]string{"name", "object", "arguments", "expectError", "expectResult", "ignoreResultAndError"},
+		"saveResultAsEntity")
+	name := o.str("name", true)
+	object := o.str("object", true)
+	args := o.document("arguments", false)
+	expErr, wantErr := o.value("expectError", false)
+	expResult, wantResult := o.value("expectResult", false)
+	ignore, _ := o.boolean("ignoreResultAndError")
+	if o.err != nil {
+		return o.err
+	}
+	where = fmt.Sprintf("%s (%s on %s)", where, name, object)
+	if ignore && (wantErr || wantResult) {
+		return fmt.Errorf("%s: ignoreResultAndError with expectError or expectResult", where)
+	}
+
+	if object == "testRunner" {
+		if wantErr || wantResult || ignore {
+			return fmt.Errorf("%s: a special operation has no result or error to expect", where)
+		}
+		switch name {
+		case "createEntities":
+			a := readObject(where+" arguments", docValue(args), []string{"entities"})
+			list := a.array("entities", true)
+			if a.err != nil {
+				return a.err
+			}
+			return r.createEntities(where, list)
+		case "failPoint":
+			return r.failPoint(where, args)
+		}
+		return fmt.Errorf("%s: unknown special operation %q", where, name)
+	}
+
+	c, ok := r.entities[object]
+	if !ok {
+		return fmt.Errorf("%s: no entity named %q", where, object)
+	}
+	var (
+		result  bson.RawValue
+		err     error
+		results bool // result is an iterable of root-level documents
+	)
+	switch name {
+	case "listDatabases":
+		result, err = r.listDatabases(where, c, args)
+		results = true
+	case "close":
+		if args != nil {
+			return fmt.Errorf("%s: close takes no arguments", where)
+		}
+		c.close(r.ctx)
+	default:
+		return fmt.Errorf("%s: unknown operation %q for a client", where, name)
+	}
+	var argErr *argumentError
+	if errors.As(err, &argErr) {
+		return err
+	}
+	if err != nil && c.retryReads && retryableRead(err) && name == "listDatabases" {
+		return fmt.Errorf("%s: failed with a retryable error and retryReads is on: a driver would retry it, and the runner's client does not retry: %w", where, err)
+	}
+	switch {
+	case ignore:
+		return nil
+	case wantErr:
+		if err == nil {
+			return fmt.Errorf("%s: succeeded with %s, want an error", where, show(result))
+		}
+		return checkError(where+" expectError", expErr, err)
+	case err != nil:
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if wantResult {
+		var merr error
+		if ea, ok := expResult.ArrayOK(); ok && results {
+			aa, ok := result.ArrayOK()
+			if !ok {
+				return fmt.Errorf("%s: the result %s is not an array", where, show(result))
+			}
+			merr = matchArray("", ea, aa, true)
+		} else {
+			merr = Match(expResult, result, results)
+		}
+		if merr != nil {
+			return fmt.Errorf("%s: expectResult: %w", where, merr)
+		}
+	}
+	return nil
+}
+
+// argumentError is a problem with an operation's arguments: the test fails
+// with it whatever it expects.
+type argumentError struct{ err error }
+
+func (e *argumentError) Error() string { return e.err.Error() }
+func (e *argumentError) Unwrap() error { return e.err }
+
+// listDatabases runs the client operation and returns the databases.
+func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (bson.RawValue, error) {
+	cmd := bson.D{{Key: "listDatabases", Value: 1}}
+	if args != nil {
+		a := readObject(where+" arguments", docValue(args),
+			[]string{"filter", "nameOnly", "authorizedDatabases", "comment"}, "session")
+		if a.err != nil {
+			return bson.RawValue{}, &argumentError{a.err}
+		}
+		elems, _ := args.Elements()
+		for _, e := range elems {
+			cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+		}
+	}
+	reply, err := c.command(r.ctx, "admin", cmd)
+	if err != nil {
+		return bson.RawValue{}, err
+	}
+	dbs, err := reply.LookupErr("databases")
+	if err != nil || dbs.Type != bson.TypeArray {
+		return bson.RawValue{}, fmt.Errorf("listDatabases replied without a databases array: %s", reply)
+	}
+	return dbs, nil
+}
+
+// failPoint sets a fail point through a client entity and records it.
+func (r *testRun) failPoint(where string, args bson.Raw) error {
+	a := readObject(where+" arguments", docValue(args), []string{"client", "failPoint"})
+	id := a.str("client", true)
+	fp := a.document("failPoint", true)
+	if a.err != nil {
+		return a.err
+	}
+	c, ok := r.entities[id]
+	if !ok {
+		return fmt.Errorf("%s: no client entity named %q", where, id)
+	}
+	fpName, ok := fp.Lookup("configureFailPoint").StringValueOK()
+	if !ok {
+		return fmt.Errorf("%s: failPoint %s has no configureFailPoint name", where, show(docValue(fp)))
+	}
+	var cmd bson.D
+	if err := bson.Unmarshal(fp, &cmd); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if _, err := c.command(r.ctx, "admin", cmd); err != nil {
+		return fmt.Errorf("%s: setting the fail point %s: %w", where, show(docValue(fp)), err)
+	}
+	r.failPoints = append(r.failPoints, fpName)
+	return nil
+}
+
+// disableFailPoints turns off the fail points the test set, through the
+// internal client: on the same server, whatever became of the entity.
+func (r *testRun) disableFailPoints() error {
+	ctx := r.ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+	}
+	var errs []error
+	for _, name := range r.failPoints {
+		cmd := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
+		if _, err := r.internal.RunCommand(ctx, "admin", cmd); err != nil {
+			errs = append(errs, fmt.Errorf("disabling the fail point %s: %w", name, err))
+		}
+	}
+	r.failPoints = nil
+	return errors.Join(errs...)
+}
+
+// checkError checks an error against an expectedError.
+func checkError(where string, exp bson.RawValue, err error) error {
+	o := readObject(where, exp,
+		[]string{"isError", "isClientError", "isTimeoutError", "errorContains", "errorCode", "errorCodeName",
+			"errorLabelsContain", "errorLabelsOmit", "errorResponse"},
+		"expectResult", "writeErrors", "writeConcernErrors")
+	if o.doc != nil && o.err == nil {
+		if n, _ := o.doc.Elements(); len(n) == 0 {
+			o.fail("an expectedError needs one assertion or more")
+		}
+	}
+	var ce *wire.CommandError
+	fromServer := errors.As(err, &ce)
+	var problems []string
+	if v, ok := o.boolean("isError"); ok && !v {
+		o.fail("isError: false is not allowed")
+	}
+	if v, ok := o.boolean("isClientError"); ok && v == fromServer {
+		if v {
+			problems = append(problems, "want a client error, got a server's reply")
+		} else {
+			problems = append(problems, "want an error from the server, got a client error")
+		}
+	}
+	if v, ok := o.boolean("isTimeoutError"); ok && v != isTimeout(err) {
+		problems = append(problems, fmt.Sprintf("isTimeoutError: %v, and the error is the opposite", v))
+	}
+	if o.has("errorContains") {
+		s := o.str("errorContains", false)
+		if !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(s)) {
+			problems = append(problems, fmt.Sprintf("the message does not contain %q", s))
+		}
+	}
+	if code, ok := o.integer("errorCode", false); ok {
+		if !fromServer || int64(ce.Code) != code {
+			problems = append(problems, fmt.Sprintf("want the server's error code %d", code))
+		}
+	}
+	if o.has("errorCodeName") {
+		name := o.str("errorCodeName", false)
+		if !fromServer || !strings.EqualFold(ce.CodeName, name) {
+			problems = append(problems, fmt.Sprintf("want the server's codeName %s", name))
+		}
+	}
+	for _, l := range o.strings("errorLabelsContain") {
+		if !pool.HasErrorLabel(err, l) {
+			problems = append(problems, fmt.Sprintf("want the label %s", l))
+		}
+	}
+	for _, l := range o.strings("errorLabelsOmit") {
+		if pool.HasErrorLabel(err, l) {
+			problems = append(problems, fmt.Sprintf("want no label %s", l))
+		}
+	}
+	if resp := o.document("errorResponse", false); resp != nil {
+		if !fromServer {
+			problems = append(problems, "errorResponse: the error has no server response")
+		} else if merr := Match(docValue(resp), docValue(ce.Raw), true); merr != nil {
+			problems = append(problems, fmt.Sprintf("errorResponse: %v", merr))
+		}
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%s: %s; the error: %v", where, strings.Join(problems, "; "), err)
+	}
+	return nil
+}
+
+// isTimeout reports an error that a time limit ended.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pool.ErrWaitQueueTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// checkLogs checks one expectedLogMessagesForClient.
+func (r *testRun) checkLogs(where string, v bson.RawValue) error {
+	o := readObject(where, v, []string{"client", "messages", "ignoreMessages", "ignoreExtraMessages"})
+	id := o.str("client", true)
+	want := o.array("messages", true)
+	ignore := o.array("ignoreMessages", false)
+	extraOK, _ := o.boolean("ignoreExtraMessages")
+	if o.err != nil {
+		return o.err
+	}
+	c, ok := r.entities[id]
+	if !ok {
+		return fmt.Errorf("%s: no client entity named %q", where, id)
+	}
+	if c.logs == nil {
+		return fmt.Errorf("%s: the client %q does not observe log messages", where, id)
+	}
+	got, err := c.logs.captured()
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+
+	// Drop the messages that match one of ignoreMessages.
+	kept := got[:0:0]
+	for _, m := range got {
+		drop := false
+		for i, ig := range ignore {
+			mismatch, err := matchLog(fmt.Sprintf("%s.ignoreMessages[%d]", where, i), ig, m)
+			if err != nil {
+				return err
+			}
+			if mismatch == "" {
+				drop = true
+				break
+			}
+		}
+		if !drop {
+			kept = append(kept, m)
+		}
+	}
+
+	for i, w := range want {
+		if i >= len(kept) {
+			return fmt.Errorf("%s: %d messages, want %d; missing messages[%d] %s\ngot:\n%s", where, len(kept), len(want), i, show(w), dumpLogs(kept))
+		}
+		mismatch, err := matchLog(fmt.Sprintf("%s.messages[%d]", where, i), w, kept[i])
+		if err != nil {
+			return err
+		}
+		if mismatch != "" {
+			return fmt.Errorf("%s: messages[%d] does not match the message [%d]: %s\ngot:\n%s", where, i, i, mismatch, dumpLogs(kept))
+		}
+	}
+	if !extraOK && len(kept) > len(want) {
+		return fmt.Errorf("%s: %d messages, want %d; the extra ones:\n%s", where, len(kept), len(want), dumpLogs(kept[len(want):]))
+	}
+	return nil
+}
+
+// matchLog matches an expectedLogMessage against a message: it returns why
+// they differ, "" if they match, and an error for an expectation the runner
+// cannot evaluate.
+func matchLog(where string, exp bson.RawValue, m logMessage) (string, error) {
+	o := readObject(where, exp, []string{"level", "component", "data", "failureIsRedacted"})
+	level := o.str("level", true)
+	component := o.str("component", true)
+	data := o.document("data", true)
+	redacted, checkRedaction := o.boolean("failureIsRedacted")
+	if o.err != nil {
+		return "", o.err
+	}
+	if _, err := levelOf(level); err != nil {
+		return "", fmt.Errorf("%s: %w", where, err)
+	}
+	if !components[component] {
+		return "", fmt.Errorf("%s: unknown log component %q", where, component)
+	}
+	if m.level != level {
+		return fmt.Sprintf("level %s, want %s", m.level, level), nil
+	}
+	if m.component != component {
+		return fmt.Sprintf("component %s, want %s", m.component, component), nil
+	}
+	if err := Match(docValue(data), docValue(m.data), true); err != nil {
+		return "data: " + err.Error(), nil
+	}
+	if checkRedaction {
+		f, err := m.data.LookupErr("failure")
+		if err != nil {
+			return "failureIsRedacted: the message has no failure", nil
+		}
+		// A failure is its text, or a document; a redacted one is empty.
+		empty := false
+		if s, ok := f.StringValueOK(); ok {
+			empty = s == ""
+		} else if d, ok := f.DocumentOK(); ok {
+			elems, _ := d.Elements()
+			empty = len(elems) == 0
+		}
+		if empty != redacted {
+			return fmt.Sprintf("failureIsRedacted: %v, and the failure %s says otherwise", redacted, show(f)), nil
+		}
+	}
+	return "", nil
+}
+
+func dumpLogs(ms []logMessage) string {
+	var b strings.Builder
+	for i, m := range ms {
+		fmt.Fprintf(&b, "  [%d] %s %s %s\n", i, m.level, m.component, show(docValue(m.data)))
+	}
+	return b.String()
+}

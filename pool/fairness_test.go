@@ -1,0 +1,156 @@
+package pool_test
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// Check-outs are served in the order of their CheckOutStarted events, even
+// when a later one gets to the pool's lock first: here the first one is held
+// up in its event handler, between its event and the queue, while the second
+// one queues.
+func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
+	var (
+		hold    atomic.Bool // the next CheckOutStarted handler blocks
+		inside  = make(chan struct{})
+		release = make(chan struct{})
+	)
+	handler := func(e pool.Event) {
+		if e.Type == pool.ConnectionCheckOutStarted && hold.CompareAndSwap(true, false) {
+			close(inside)
+			<-release
+		}
+	}
+	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1), pool.WithEventHandler(handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mustReady(t, p)
+	held := mustCheckOut(t, p)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	served := make(chan string, 2)
+	checkOut := func(name string) {
+		c, err := p.CheckOut(ctx)
+		if err != nil {
+			t.Error(err)
+			served <- "error"
+			return
+		}
+		served <- name
+		if err := p.CheckIn(c); err != nil {
+			t.Error(err)
+		}
+	}
+	hold.Store(true)
+	go checkOut("first")
+	<-inside // first's event is out; it has not queued
+	go checkOut("second")
+	waitQueued(t, p, 1)
+	close(release)
+	waitQueued(t, p, 2)
+	mustCheckIn(t, p, held)
+	if a, b := <-served, <-served; a != "first" || b != "second" {
+		t.Errorf("served %s, then %s; want first, then second", a, b)
+	}
+}
+
+// waitQueued waits until n check-outs wait in p's queue.
+func waitQueued(t *testing.T, p *pool.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for p.Stats().Waiting < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d check-outs waiting after a minute, want %d", p.Stats().Waiting, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// A check-out that waited returns after its ConnectionCheckedOut event,
+// which the pool emits when it hands the connection over.
+func TestWaiterCheckedOutEventPrecedesReturn(t *testing.T) {
+	p, log := newPool(t, &fakeConnector{}, pool.WithMaxPoolSize(1))
+	mustReady(t, p)
+	held := mustCheckOut(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ch := checkOutAsync(ctx, p)
+	log.waitFor(t, pool.ConnectionCheckOutStarted, 2)
+	mustCheckIn(t, p, held)
+	r := <-ch
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Read at once: nothing else runs in the pool now.
+	if got := log.count(pool.ConnectionCheckedOut); got != 2 {
+		t.Errorf("%d ConnectionCheckedOut events when the waiter got its connection, want 2: %v", got, log.types())
+	}
+	evs := log.all()
+	if last := evs[len(evs)-1]; last.Type != pool.ConnectionCheckedOut || last.ConnectionID != r.c.ID() || last.Duration <= 0 {
+		t.Errorf("last event %+v, want the waiter's ConnectionCheckedOut of connection %d with its duration", last, r.c.ID())
+	}
+	mustCheckIn(t, p, r.c)
+}
+
+// A check-out that has to wait for a connection, with nobody listening,
+// allocates at most once: its waiter is recycled, its wake-up is a signal on
+// a channel it keeps.
+func TestBlockedCheckOutAllocations(t *testing.T) {
+	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	mustReady(t, p)
+	mustCheckIn(t, p, mustCheckOut(t, p))
+
+	ctx := context.Background()
+	want, got := make(chan struct{}), make(chan *pool.Conn)
+	go func() {
+		for range want {
+			c, err := p.CheckOut(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- c
+		}
+	}()
+	defer close(want)
+	deadline := time.Now().Add(time.Minute)
+	allocs := testing.AllocsPerRun(200, func() {
+		c, err := p.CheckOut(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want <- struct{}{}
+		for p.Stats().Waiting == 0 { // until the other check-out waits
+			if time.Now().After(deadline) {
+				t.Fatal("the second check-out never queued")
+			}
+			runtime.Gosched()
+		}
+		if err := p.CheckIn(c); err != nil { // straight to the waiter
+			t.Fatal(err)
+		}
+		if c = <-got; c == nil {
+			t.Fatal("the waiter got no connection")
+		}
+		if err := p.CheckIn(c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("a blocked check-out and its hand-over: %v allocations, want at most 1", allocs)
+	}
+	if s := p.Stats(); s.WaitCount < 200 {
+		t.Errorf("WaitCount %d: the check-outs did not wait", s.WaitCount)
+	}
+}

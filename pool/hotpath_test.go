@@ -1,0 +1,43 @@
+package pool_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// A check-out that finds the idle connection's link broken closes it, does
+// not count it as checked out, and goes on with a new connection.
+func TestCheckOutDiscardsIdleBrokenLink(t *testing.T) {
+	p, log := newPool(t, &fakeConnector{})
+	mustReady(t, p)
+	c := mustCheckOut(t, p)
+	mustCheckIn(t, p, c)
+	broken := errors.New("connection reset by peer")
+	c.Link().(*fakeLink).fail(broken)
+	before := len(log.all())
+
+	c2 := mustCheckOut(t, p)
+	if c2.ID() == c.ID() {
+		t.Fatalf("checked out connection %d again, whose link is broken", c.ID())
+	}
+	var got []string
+	for _, e := range log.all()[before:] {
+		got = append(got, e.Type.String())
+		if e.Type == pool.ConnectionClosed && (e.ConnectionID != c.ID() || e.Reason != pool.ReasonError || e.Err != broken) {
+			t.Errorf("closed event %+v, want connection %d closed with reason error and the link's error", e, c.ID())
+		}
+	}
+	want := []string{"ConnectionCheckOutStarted", "ConnectionClosed", "ConnectionCreated", "ConnectionReady", "ConnectionCheckedOut"}
+	if !slices.Equal(got, want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	s := p.Stats()
+	checkCounts(t, s)
+	if s.CheckedOut != 2 || s.ClosedError != 1 || s.InUse != 1 {
+		t.Errorf("stats: %d checked out, %d closed for an error, %d in use; want 2, 1, 1", s.CheckedOut, s.ClosedError, s.InUse)
+	}
+	mustCheckIn(t, p, c2)
+}

@@ -1,0 +1,403 @@
+package mongopool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+)
+
+// TestMain fails the run if a goroutine of the project's code outlives the
+// tests: pools, the monitor of New's pools, test servers and the unified
+// runner all have to be closed by the tests that start them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := sdamLeaked(); leaked != "" {
+			fmt.Fprintf(os.Stderr, "goroutines left after the tests:\n%s\n", leaked)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// sdamLeaked returns the stacks of goroutines running project code. One that
+// has just been told to stop may need a moment to end, so it looks a bounded
+// number of times before it reports.
+func sdamLeaked() string {
+	markers := []string{
+		"github.com/mongopool/mongopool.",           // this package: the monitor
+		"github.com/mongopool/mongopool/pool.",      // pools
+		"github.com/mongopool/mongopool/mongotest.", // test servers
+		"github.com/mongopool/mongopool/internal/unified.",
+	}
+	var found string
+	for range 100 {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		found = ""
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "sdamLeaked") {
+				continue
+			}
+			for _, m := range markers {
+				if strings.Contains(g, m) {
+					found += g + "\n\n"
+					break
+				}
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return found
+}
+
+// sdamEvents records a pool's events and signals each PoolReady and
+// PoolCleared.
+type sdamEvents struct {
+	mu      sync.Mutex
+	events  []pool.Event
+	ready   chan struct{}
+	cleared chan pool.Event
+}
+
+func newSDAMEvents() *sdamEvents {
+	return &sdamEvents{ready: make(chan struct{}, 16), cleared: make(chan pool.Event, 16)}
+}
+
+func (r *sdamEvents) handle(e pool.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	switch e.Type {
+	case pool.PoolReady:
+		r.ready <- struct{}{}
+	case pool.PoolCleared:
+		r.cleared <- e
+	}
+}
+
+// types returns the types of the events so far, after the first from.
+func (r *sdamEvents) types(from int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, e := range r.events[min(from, len(r.events)):] {
+		out = append(out, e.Type.String())
+	}
+	return out
+}
+
+func (r *sdamEvents) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// takeNewsReady takes the PoolReady event of New, which New emits before it
+// returns, so that awaitReady waits for the next one.
+func (r *sdamEvents) takeNewsReady(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.ready:
+	default:
+		t.Fatal("New did not mark the pool ready")
+	}
+}
+
+// awaitReady waits for a PoolReady event.
+func (r *sdamEvents) awaitReady(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-r.ready:
+	case <-ctx.Done():
+		t.Fatalf("the pool was not marked ready again: %v; events %v", ctx.Err(), r.types(0))
+	}
+}
+
+// sdamNew is New with the pool closed at the end of the test.
+func sdamNew(t *testing.T, uri string, opts ...pool.Option) *mongopool.Pool {
+	t.Helper()
+	p, err := mongopool.New(uri, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func sdamFailPoint(t *testing.T, s *mongotest.Server, fp mongotest.FailPoint) {
+	t.Helper()
+	if err := s.SetFailPoint(fp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// New connects to nothing: the pool is ready, and its first check-out
+// establishes its first connection.
+func TestNewDoesNotConnect(t *testing.T) {
+	s := server(t)
+	rec := newSDAMEvents()
+	p := sdamNew(t, s.URI()+"?minPoolSize=0", pool.WithEventHandler(rec.handle))
+	if st := p.Stats(); st.State != "ready" || st.Created != 0 {
+		t.Fatalf("after New: %+v", st)
+	}
+	if n := s.Stats().ConnectionsAccepted; n != 0 {
+		t.Fatalf("New made %d connections to the server", n)
+	}
+	if got := rec.types(0); !slices.Equal(got, []string{"ConnectionPoolCreated", "ConnectionPoolReady"}) {
+		t.Fatalf("events after New: %v", got)
+	}
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Created != 1 {
+		t.Fatalf("after the first command: %+v", st)
+	}
+
+	// Nothing listens: New still succeeds, the command fails.
+	p2 := sdamNew(t, "mongodb://"+refusedAddr(t)+"/?connectTimeoutMS=2000")
+	if _, err := p2.RunCommand(ctx(t), "admin", ping); err == nil {
+		t.Fatal("a command against nothing succeeded")
+	}
+
+	if _, err := mongopool.New("mongodb://a:1,b:2/"); err == nil || !strings.Contains(err.Error(), "one endpoint") {
+		t.Fatalf("New with two hosts: %v", err)
+	}
+}
+
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	s, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr()
+	s.Close()
+	return addr
+}
+
+// A network error during authentication (the fail point closes the
+// connection on saslContinue) marks the server unknown: the pool is cleared
+// and paused, check-outs fail with a retryable PoolClearedError, and one of
+// them makes the monitor check the server, which answers, and the pool is
+// ready again. A user's establish-error handler still runs.
+func TestSDAMAuthErrorClearsUntilServerAnswers(t *testing.T) {
+	s := server(t)
+	if err := s.AddUser("admin", "alice", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	rec := newSDAMEvents()
+	var mu sync.Mutex
+	var userSaw []error
+	// heartbeatFrequencyMS is long: only the check-out's request can make
+	// the monitor check within the test.
+	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-auth&heartbeatFrequencyMS=3600000",
+		pool.WithEventHandler(rec.handle),
+		pool.WithEstablishErrorHandler(func(err error) { mu.Lock(); userSaw = append(userSaw, err); mu.Unlock() }))
+	rec.takeNewsReady(t)
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-auth", CloseConnection: true, Times: 1})
+
+	start := rec.count()
+	_, err := p.RunCommand(ctx(t), "admin", ping)
+	var ce *pool.ConnectionError
+	if !errors.As(err, &ce) || !ce.DuringAuth || pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+		t.Fatalf("command: %v, want an unlabelled connection error during authentication", err)
+	}
+	want := []string{"ConnectionCheckOutStarted", "ConnectionCreated", "ConnectionPoolCleared", "ConnectionClosed", "ConnectionCheckOutFailed"}
+	if got := rec.types(start); !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	if st := p.Stats(); st.State != "paused" || st.Clears != 1 {
+		t.Fatalf("after the error: %+v", st)
+	}
+	mu.Lock()
+	if len(userSaw) != 1 || !errors.Is(userSaw[0], ce) {
+		t.Fatalf("the user's handler saw %v", userSaw)
+	}
+	mu.Unlock()
+
+	_, err = p.RunCommand(ctx(t), "admin", ping)
+	var pce *pool.PoolClearedError
+	if !errors.As(err, &pce) || !pool.HasErrorLabel(err, pool.LabelRetryable) || !errors.Is(err, ce) {
+		t.Fatalf("command on the paused pool: %v, want a retryable PoolClearedError caused by the auth error", err)
+	}
+	rec.awaitReady(t, ctx(t))
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatalf("after the server answered: %v", err)
+	}
+	if st := p.Stats(); st.State != "ready" || st.Clears != 1 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}
+
+// Without any check-out, the monitor checks the server every
+// heartbeatFrequencyMS, and the pool becomes ready again.
+func TestSDAMHeartbeatRecovers(t *testing.T) {
+	s := server(t)
+	if err := s.AddUser("admin", "alice", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	rec := newSDAMEvents()
+	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-hb&heartbeatFrequencyMS=500", pool.WithEventHandler(rec.handle))
+	rec.takeNewsReady(t)
+	// A server error during authentication clears too: any establishment
+	// error without the backpressure label does.
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-hb", ErrorCode: 18, Times: 1})
+	_, err := p.RunCommand(ctx(t), "admin", ping)
+	if err == nil || !strings.Contains(err.Error(), "failCommand") {
+		t.Fatalf("command: %v, want the fail point's error", err)
+	}
+	if st := p.Stats(); st.State != "paused" {
+		t.Fatalf("after the auth error: %+v", st)
+	}
+	rec.awaitReady(t, ctx(t))
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatalf("after the heartbeat: %v", err)
+	}
+}
+
+// Errors that carry the SystemOverloadedError label (the pool's, for a
+// network error up to the hello; the server's, in its reply) do not clear
+// the pool: the server may be overloaded, not gone. A server error in the
+// hello without the label does.
+func TestSDAMBackpressureDoesNotClear(t *testing.T) {
+	hello := []string{"hello", "isMaster"}
+	for _, tc := range []struct {
+		name  string
+		fp    mongotest.FailPoint
+		clear bool
+	}{
+		{"network error in hello", mongotest.FailPoint{Commands: hello, CloseConnection: true}, false},
+		{"overload label in hello reply", mongotest.FailPoint{Commands: hello, ErrorCode: 462, ErrorLabels: []string{pool.LabelSystemOverloaded, pool.LabelRetryable}}, false},
+		{"server error in hello", mongotest.FailPoint{Commands: hello, ErrorCode: 91}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := server(t)
+			rec := newSDAMEvents()
+			p := sdamNew(t, s.URI()+"?appName=sdam-bp&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handle))
+			fp := tc.fp
+			fp.AppName, fp.Times = "sdam-bp", 1
+			sdamFailPoint(t, s, fp)
+			if _, err := p.RunCommand(ctx(t), "admin", ping); err == nil {
+				t.Fatal("the command succeeded through the fail point")
+			}
+			st := p.Stats()
+			cleared := slices.Contains(rec.types(0), "ConnectionPoolCleared")
+			if cleared != tc.clear || (st.Clears == 1) != tc.clear || (st.State == "paused") != tc.clear {
+				t.Fatalf("cleared %v (events %v, stats %+v), want %v", cleared, rec.types(0), st, tc.clear)
+			}
+			if !tc.clear {
+				if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+					t.Fatalf("the next command: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// Two establishments of the same generation fail: the first clears, the
+// second is stale and does not clear again.
+func TestSDAMStaleErrorDoesNotClearAgain(t *testing.T) {
+	s, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.AddUser("admin", "alice", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	rec := newSDAMEvents()
+	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-stale&maxConnecting=2&heartbeatFrequencyMS=3600000",
+		pool.WithEventHandler(rec.handle))
+	// Both connections block in saslContinue; closing the server then
+	// breaks them both during authentication.
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-stale", BlockTime: time.Hour, Times: 2})
+	c := ctx(t)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := p.RunCommand(c, "admin", ping)
+			errs <- err
+		}()
+	}
+	if err := s.WaitForFailPoint(c, 2); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for range 2 {
+		var err error
+		select {
+		case err = <-errs:
+		case <-c.Done():
+			t.Fatal(c.Err())
+		}
+		var ce *pool.ConnectionError
+		if !errors.As(err, &ce) || !ce.DuringAuth {
+			t.Fatalf("command: %v, want a connection error during authentication", err)
+		}
+	}
+	if st := p.Stats(); st.Clears != 1 || st.State != "paused" {
+		t.Fatalf("stats %+v, want one clear", st)
+	}
+	if n := len(rec.cleared); n != 1 {
+		t.Fatalf("%d PoolCleared events, want 1", n)
+	}
+}
+
+// In load-balanced mode the pool is never paused: an error after the hello
+// clears the service's connections only, and one in the hello clears
+// nothing.
+func TestSDAMLoadBalanced(t *testing.T) {
+	sid := bson.NewObjectID()
+	s := server(t, mongotest.WithLoadBalanced(sid))
+	if err := s.AddUser("admin", "alice", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	rec := newSDAMEvents()
+	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?loadBalanced=true&appName=sdam-lb", pool.WithEventHandler(rec.handle))
+
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "sdam-lb", ErrorCode: 91, Times: 1})
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err == nil {
+		t.Fatal("the command succeeded through the hello fail point")
+	}
+	if st := p.Stats(); st.Clears != 0 || st.State != "ready" {
+		t.Fatalf("after a hello error: %+v", st)
+	}
+
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-lb", CloseConnection: true, Times: 1})
+	_, err := p.RunCommand(ctx(t), "admin", ping)
+	var ce *pool.ConnectionError
+	if !errors.As(err, &ce) || !ce.DuringAuth {
+		t.Fatalf("command: %v, want a connection error during authentication", err)
+	}
+	select {
+	case e := <-rec.cleared:
+		if e.ServiceID != pool.ServiceID(sid) {
+			t.Fatalf("cleared service %v, want %v", e.ServiceID, sid)
+		}
+	default:
+		t.Fatalf("no PoolCleared event; events %v", rec.types(0))
+	}
+	if st := p.Stats(); st.Clears != 1 || st.State != "ready" {
+		t.Fatalf("after an auth error: %+v", st)
+	}
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatalf("the load-balanced pool does not serve after the clear: %v", err)
+	}
+}

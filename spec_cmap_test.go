@@ -1,0 +1,226 @@
+package mongopool_test
+
+// The runner of the CMAP specification's integration tests, the files of
+// style "integration" in testdata/spec/cmap-format (see the README.md there):
+// every such file runs, and a file dropped into the folder needs no code
+// change. The unit files run in the pool package (pool/spec_test.go), with
+// the same runner, internal/cmapspec.
+//
+// Each file gets its own mongotest server. As the README's integration runner
+// says: the file's failPoint is sent as a configureFailPoint command on the
+// admin database before the test and turned off after it, and the pool under
+// test makes real connections (mongopool.Connector) whose handshake carries
+// the file's appName, which the failpoint uses to pick them. The failpoint is
+// set and cleared through a separate client, mongopool.Open, with another
+// appName, so that the failpoint never touches it.
+//
+// These tests run in real time: the failpoints block handshakes for real
+// (blockTimeMS), and the files' waits and timeouts are real.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/cmapspec"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+)
+
+const (
+	cmapSpecDir = "testdata/spec/cmap-format"
+	// cmapAdminAppName is the appName of the client that configures the
+	// failpoints: none of the files' failpoints matches it.
+	cmapAdminAppName = "cmapSpecRunnerAdmin"
+	// cmapCommandTimeout bounds each command of the admin client and the
+	// server's start and stop.
+	cmapCommandTimeout = 10 * time.Second
+)
+
+func TestCMAPSpecIntegration(t *testing.T) {
+	files, err := cmapspec.Files(cmapSpecDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &cmapspec.Runner{
+		// The files' operations take about a second; these bound a test
+		// that goes wrong without making it wait long.
+		WaitForEventTimeout: 5 * time.Second,
+		ThreadTimeout:       10 * time.Second,
+	}
+	n := 0
+	for _, path := range files {
+		f, err := cmapspec.ReadFile(path)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if f.Style != cmapspec.StyleIntegration {
+			continue // a unit file: pool/spec_test.go runs it
+		}
+		n++
+		t.Run(f.Name, func(t *testing.T) {
+			before := cmapGoroutineIDs()
+			runCMAPIntegrationFile(t, runner, f)
+			if leaked := cmapNewGoroutines(before); leaked != "" {
+				t.Errorf("goroutines left after the test:\n%s", leaked)
+			}
+		})
+	}
+	if n == 0 {
+		t.Errorf("no integration test files in %s", cmapSpecDir)
+	}
+}
+
+// runCMAPIntegrationFile runs one integration file against a server of its
+// own, closed at the end.
+func runCMAPIntegrationFile(t *testing.T, runner *cmapspec.Runner, f *cmapspec.File) {
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			t.Errorf("closing the server: %v", err)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(context.Background(), cmapCommandTimeout)
+	defer cancel()
+	admin, err := mongopool.Open(ctx, srv.URI()+"?maxPoolSize=1&appName="+cmapAdminAppName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+
+	version, err := cmapServerVersion(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := f.RunsOn(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		// The runOn of the files asks for at least 4.9 and the test server
+		// reports 7.0: this only happens with a new file meant for other
+		// servers.
+		t.Skipf("runOn %+v: not for a server of version %s", f.RunOn, version)
+	}
+
+	if f.FailPoint != nil {
+		var cmd bson.D
+		// Relaxed extended JSON keeps the key order and makes small
+		// integers int32, as a driver would send them.
+		if err := bson.UnmarshalExtJSON(f.FailPoint, false, &cmd); err != nil {
+			t.Fatalf("failPoint: %v", err)
+		}
+		if _, err := cmapAdminCommand(admin, cmd); err != nil {
+			t.Fatalf("setting the failpoint %s: %v", f.FailPoint, err)
+		}
+		name := cmd[0].Value
+		defer func() {
+			off := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
+			if _, err := cmapAdminCommand(admin, off); err != nil {
+				t.Errorf("turning the failpoint %v off: %v", name, err)
+			}
+		}()
+	}
+
+	// The pool under test makes its connections as Open would from
+	// mongodb://<addr>/?appName=<the file's>, and takes its pool options
+	// from the file.
+	cfg := connection.Config{
+		Address:        srv.Addr(),
+		ConnectTimeout: pool.DefaultConnectTimeout,
+		Handshake:      handshake.Options{AppName: f.AppName},
+		ZlibLevel:      -1,
+	}
+	r := *runner
+	r.NewPool = func(_ *testing.T, _ *cmapspec.File, opts []pool.Option) (*pool.Pool, error) {
+		return pool.New(srv.Addr(), mongopool.NewConnector(cfg), opts...)
+	}
+	r.Run(t, f)
+}
+
+// cmapAdminCommand runs cmd on the admin database, bounded.
+func cmapAdminCommand(admin *mongopool.Pool, cmd bson.D) (bson.Raw, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), cmapCommandTimeout)
+	defer cancel()
+	return admin.RunCommand(ctx, "admin", cmd)
+}
+
+// cmapServerVersion returns the version buildInfo reports.
+func cmapServerVersion(admin *mongopool.Pool) (string, error) {
+	reply, err := cmapAdminCommand(admin, bson.D{{Key: "buildInfo", Value: 1}})
+	if err != nil {
+		return "", fmt.Errorf("buildInfo: %w", err)
+	}
+	v, ok := reply.Lookup("version").StringValueOK()
+	if !ok {
+		return "", fmt.Errorf("buildInfo: no version in %v", reply)
+	}
+	return v, nil
+}
+
+var cmapGoroutineHeader = regexp.MustCompile(`^goroutine (\d+) `)
+
+// cmapGoroutines returns the stacks of all goroutines by id.
+func cmapGoroutines() map[string]string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	out := make(map[string]string)
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if m := cmapGoroutineHeader.FindStringSubmatch(g); m != nil {
+			out[m[1]] = g
+		}
+	}
+	return out
+}
+
+// cmapGoroutineIDs returns the ids of the goroutines running now.
+func cmapGoroutineIDs() map[string]bool {
+	ids := make(map[string]bool)
+	for id := range cmapGoroutines() {
+		ids[id] = true
+	}
+	return ids
+}
+
+// cmapNewGoroutines returns the stacks of the goroutines not in before. A
+// goroutine that has just been told to end may need a moment, so it looks a
+// bounded number of times before it reports.
+func cmapNewGoroutines(before map[string]bool) string {
+	var found []string
+	for range 100 {
+		found = found[:0]
+		for id, stack := range cmapGoroutines() {
+			if !before[id] {
+				found = append(found, stack)
+			}
+		}
+		if len(found) == 0 {
+			return ""
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	slices.Sort(found)
+	return strings.Join(found, "\n\n")
+}
