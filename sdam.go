@@ -113,6 +113,13 @@ func (s *sdam) establishFailed(err error) {
 	s.staleUpTo = s.p.Stats().Created
 	if !s.monitoring {
 		s.monitoring = true
+		// A request left over from before the server became Unknown is
+		// not one. It is dropped here rather than by the monitor, which
+		// would drop a check-out's request made before it starts running.
+		select {
+		case <-s.wake:
+		default:
+		}
 		s.wg.Add(1)
 		go s.monitor()
 	}
@@ -132,11 +139,6 @@ func (s *sdam) requestCheck() {
 // minHeartbeatFrequency of the previous one.
 func (s *sdam) monitor() {
 	defer s.wg.Done()
-	// A request left over from before the server became Unknown is not one.
-	select {
-	case <-s.wake:
-	default:
-	}
 	heartbeat := time.NewTimer(s.heartbeat)
 	defer heartbeat.Stop()
 	var rest *time.Timer // the wait for minHeartbeatFrequency to pass
