@@ -1,0 +1,249 @@
+package bench
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mongopool/mongopool/mongotest"
+)
+
+// TestSmoke runs every shape once on a tiny scale: the suite must keep
+// working, whatever the figures. It also checks what holds at any scale:
+// mongopool never has more establishments in flight than maxConnecting.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts FerretDB")
+	}
+	s := Smoke()
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	shapes := map[string]bool{}
+	for _, r := range s.Report.Rows {
+		shapes[r.Shape] = true
+		if r.Shape == "4 storm" && r.Kind == Mongopool {
+			mc := 2
+			if strings.HasSuffix(r.Case, "maxConnecting 10") {
+				mc = 10
+			}
+			if peak := fig(t, r, "peak establishing"); peak > mc {
+				t.Errorf("%s: %d establishments in flight, maxConnecting is %d", r.Case, peak, mc)
+			}
+			if fig(t, r, "created") == 0 {
+				t.Errorf("%s: the storm created no connection", r.Case)
+			}
+		}
+	}
+	for _, want := range []string{"1 serial", "2 parallel", "3 contended", "4 storm", "5 warm-up", "6 ping", "7 monitoring"} {
+		if !shapes[want] {
+			t.Errorf("no figures for shape %s", want)
+		}
+	}
+	if len(s.Report.Checks) != 8 {
+		t.Errorf("%d targets checked, want 8 (1, 2, 3, 4 twice, 5, 6 twice)", len(s.Report.Checks))
+	}
+	var sb strings.Builder
+	s.Report.Write(&sb)
+	t.Log(sb.String())
+	if !strings.Contains(sb.String(), "| mongopool |") || !strings.Contains(sb.String(), "## Targets") {
+		t.Errorf("the report lacks the tables or the targets:\n%s", sb.String())
+	}
+}
+
+// fig returns the integer figure name of r.
+func fig(t *testing.T, r Row, name string) int {
+	t.Helper()
+	for _, f := range r.Figs {
+		if f.Name == name {
+			var n int
+			for _, c := range f.Value {
+				if c < '0' || c > '9' {
+					t.Fatalf("%s: %q is not an integer", name, f.Value)
+				}
+				n = 10*n + int(c-'0')
+			}
+			return n
+		}
+	}
+	t.Fatalf("row %s/%s/%s has no figure %q", r.Shape, r.Case, r.Kind, name)
+	return 0
+}
+
+func TestFIFO(t *testing.T) {
+	cases := []struct {
+		name          string
+		start, served []int
+		inverted      float64
+		most          int
+	}{
+		{"in order", []int{0, 1, 2, 3}, []int{0, 1, 2, 3}, 0, 0},
+		{"last first", []int{0, 1, 2, 3}, []int{1, 2, 3, 0}, 0.5, 1},
+		{"reversed", []int{0, 1, 2}, []int{2, 1, 0}, 1, 2},
+		{"one overtaken by two", []int{0, 1, 2, 3}, []int{2, 0, 1, 3}, 2.0 / 6, 2},
+		{"listed in any order", []int{3, 1, 2, 0}, []int{3, 1, 2, 0}, 0, 0},
+	}
+	for _, c := range cases {
+		inv, most, err := fifo(c.start, c.served)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv != c.inverted || most != c.most {
+			t.Errorf("%s: fifo = %v, %d; want %v, %d", c.name, inv, most, c.inverted, c.most)
+		}
+	}
+	if _, _, err := fifo([]int{0, 1}, []int{1, 1}); err == nil {
+		t.Error("two check-outs served at the same rank: no error")
+	}
+}
+
+func TestRankShift(t *testing.T) {
+	if got := rankShift([]int{0, 1, 2, 3}, []int{0, 1, 2, 3}); got != 0 {
+		t.Errorf("in order: shift %d, want 0", got)
+	}
+	if got := rankShift([]int{0, 1, 2, 3}, []int{3, 0, 1, 2}); got != 3 {
+		t.Errorf("first served last: shift %d, want 3", got)
+	}
+}
+
+func TestBursts(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		var out []time.Duration
+		for _, x := range v {
+			out = append(out, time.Duration(x)*time.Millisecond)
+		}
+		return out
+	}
+	n, largest, last := bursts(ms(1, 2, 3, 100, 101, 200, 202, 205), 50*time.Millisecond)
+	if n != 3 || largest != 3 || last != 5*time.Millisecond {
+		t.Errorf("bursts = %d, %d, %s; want 3, 3, 5ms", n, largest, last)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i))
+	}
+	l := summarize(ds)
+	if l.P50 != 50 || l.P99 != 99 || l.Max != 100 {
+		t.Errorf("summarize(1..100) = %+v, want p50 50, p99 99, max 100", l)
+	}
+}
+
+func TestGoid(t *testing.T) {
+	a := goid()
+	if a <= 0 || goid() != a {
+		t.Fatalf("goid() = %d, then %d", a, goid())
+	}
+	other := make(chan int64)
+	go func() { other <- goid() }()
+	if b := <-other; b == a || b <= 0 {
+		t.Errorf("two goroutines, ids %d and %d", a, b)
+	}
+}
+
+// The micro-benchmarks, for `go test -bench .`: each pool against the same
+// test server.
+
+func benchServer(b *testing.B) string {
+	srv, err := mongotest.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv.Addr()
+}
+
+func benchPools(b *testing.B, cfg Config, warm int, kinds []Kind, w workload) {
+	cfg.Addr = benchServer(b)
+	for _, k := range kinds {
+		b.Run(string(k), func(b *testing.B) {
+			p, err := NewPool(k, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if err := warmUp(p, warm); err != nil {
+				b.Fatal(err)
+			}
+			fn := w(p)
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := fn(b.N); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+func BenchmarkSerial(b *testing.B) {
+	benchPools(b, Config{MaxPoolSize: 100}, 1, allKinds, serial)
+}
+
+func BenchmarkSerialEvents(b *testing.B) {
+	benchPools(b, Config{MaxPoolSize: 100, Events: func(Ev) {}}, 1, []Kind{Mongopool, Official}, serial)
+}
+
+func BenchmarkParallel(b *testing.B) {
+	for _, g := range []int{runtime.GOMAXPROCS(0), 64} {
+		b.Run(map[bool]string{true: "gomaxprocs", false: "64"}[g != 64], func(b *testing.B) {
+			benchPools(b, Config{MaxPoolSize: 100}, g, allKinds, spread(g))
+		})
+	}
+}
+
+func BenchmarkContended(b *testing.B) {
+	benchPools(b, Config{MaxPoolSize: 4}, 4, allKinds, spread(contendedGoroutines))
+}
+
+func BenchmarkPing(b *testing.B) {
+	addr := benchServer(b)
+	for _, k := range []Kind{Mongopool, Official} {
+		b.Run(string(k), func(b *testing.B) {
+			c, err := newPinger(k, addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.close()
+			fn := pings(c, 8)
+			if err := fn(32); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := fn(b.N); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkStorm runs shape 4 (maxConnecting 10) once per iteration, for
+// profiling; the figures that matter are the suite's.
+func BenchmarkStorm(b *testing.B) {
+	for _, k := range []Kind{Mongopool, Official} {
+		b.Run(string(k), func(b *testing.B) {
+			s := Full()
+			s.Ferret = false
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			var wall time.Duration
+			for range b.N {
+				r, err := s.storm(k, 10)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wall += r.wall
+			}
+			b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "wall-ms")
+		})
+	}
+}

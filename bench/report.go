@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Write prints the report as Markdown: one table per shape and case, with
+// the figures of each pool, then the targets and whether they hold.
+func (r *Report) Write(w io.Writer) {
+	shape := ""
+	for i := 0; i < len(r.Rows); {
+		first := r.Rows[i]
+		j := i
+		for j < len(r.Rows) && r.Rows[j].Shape == first.Shape && r.Rows[j].Case == first.Case {
+			j++
+		}
+		if first.Shape != shape {
+			shape = first.Shape
+			fmt.Fprintf(w, "\n## Shape %s\n", shape)
+		}
+		fmt.Fprintf(w, "\n%s\n\n", first.Case)
+		writeTable(w, r.Rows[i:j])
+		i = j
+	}
+	if len(r.Checks) > 0 {
+		fmt.Fprintf(w, "\n## Targets\n\n| shape | target | measured | holds |\n| --- | --- | --- | --- |\n")
+		for _, c := range r.Checks {
+			ok := "yes"
+			if !c.OK {
+				ok = "**no**"
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.Shape, c.Target, c.Got, ok)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+}
+
+// writeTable prints rows of one case, a column per figure name in the order
+// they first appear.
+func writeTable(w io.Writer, rows []Row) {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, f := range r.Figs {
+			if !seen[f.Name] {
+				seen[f.Name] = true
+				names = append(names, f.Name)
+			}
+		}
+	}
+	fmt.Fprintf(w, "| pool | %s |\n|%s\n", strings.Join(names, " | "), strings.Repeat(" --- |", len(names)+1))
+	for _, r := range rows {
+		vals := make([]string, len(names))
+		for i, n := range names {
+			vals[i] = "-"
+			for _, f := range r.Figs {
+				if f.Name == n {
+					vals[i] = f.Value
+				}
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", r.Kind, strings.Join(vals, " | "))
+	}
+}
+
+// Failed returns the targets that do not hold.
+func (r *Report) Failed() []Check {
+	var out []Check
+	for _, c := range r.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
