@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/mongopool/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/mongotest"
 )
 
@@ -47,7 +48,7 @@ type Suite struct {
 
 	server *mongotest.Server
 	slow   *mongotest.Server // its hellos take Delay
-	ferret *Ferret
+	ferret *embedded.Server
 
 	Report Report
 }
@@ -134,7 +135,7 @@ func (s *Suite) Start() error {
 		return err
 	}
 	if s.Ferret {
-		if s.ferret, err = StartFerret(); err != nil {
+		if s.ferret, err = embedded.Start(embedded.Options{}); err != nil {
 			s.Close()
 			return err
 		}

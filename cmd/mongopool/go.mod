@@ -4,13 +4,14 @@ go 1.25.0
 
 require (
 	github.com/mongopool/mongopool v0.0.0
+	github.com/mongopool/mongopool/internal/embedded v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
 
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/AlekSi/pointer v1.2.0 // indirect
-	github.com/FerretDB/FerretDB v1.24.0
+	github.com/FerretDB/FerretDB v1.24.0 // indirect
 	github.com/FerretDB/wire v0.0.7 // indirect
 	github.com/SAP/go-hdb v1.10.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -71,3 +72,5 @@ require (
 )
 
 replace github.com/mongopool/mongopool => ../..
+
+replace github.com/mongopool/mongopool/internal/embedded => ../../internal/embedded

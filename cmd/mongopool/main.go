@@ -38,8 +38,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
-	"github.com/mongopool/mongopool/cmd/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/connstring"
+	"github.com/mongopool/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 )

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
-	"github.com/mongopool/mongopool/cmd/mongopool/internal/embedded"
+	"github.com/mongopool/mongopool/internal/embedded"
 )
 
 func mustParse(t *testing.T, args ...string) config {

@@ -11,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
-	"github.com/mongopool/mongopool/cmd/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/pool"
 )
