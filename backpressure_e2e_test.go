@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 	}{
 		{
 			name:   "TCP connect refused",
-			setup:  bpRefusedURI,
+			setup:  refusedURI,
 			labels: true,
 			check:  bpWantDialError(syscall.ECONNREFUSED),
 		},
@@ -169,61 +168,6 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 	}
 }
 
-// bpRefusedURI returns the URI of a port nothing listens on.
-func bpRefusedURI(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "mongodb://" + addr + "/"
-}
-
-// bpRawListener accepts connections and hands each to serve, on its own
-// goroutine; the test's cleanup closes the listener and every connection and
-// waits for the goroutines.
-func bpRawListener(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				serve(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return l.Addr().String()
-}
-
 // bpReset closes c so that the peer gets a TCP RST rather than a FIN.
 func bpReset(c net.Conn) {
 	c.(*net.TCPConn).SetLinger(0)
@@ -235,7 +179,7 @@ func bpReset(c net.Conn) {
 // arrives (the URI then asks for TLS).
 func bpResettingListener(afterClientHello bool) func(t *testing.T) string {
 	return func(t *testing.T) string {
-		addr := bpRawListener(t, func(c net.Conn) {
+		addr := rawListener(t, func(c net.Conn) {
 			if afterClientHello {
 				// The record header of the ClientHello: the client is inside
 				// its TLS handshake now.

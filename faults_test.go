@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
@@ -80,53 +80,6 @@ func faultCheckStats(t *testing.T, st pool.Stats) {
 	}
 }
 
-// projectGoroutines returns the stacks of the goroutines running code of
-// this module's packages, tests aside, by goroutine header ("goroutine 7
-// [select]:" without the state).
-func projectGoroutines() map[string]string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	out := map[string]string{}
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if (strings.Contains(g, "github.com/mongopool/mongopool/") || strings.Contains(g, "github.com/mongopool/mongopool.")) &&
-			!strings.Contains(g, "projectGoroutines") {
-			id, _, _ := strings.Cut(g, " [")
-			out[id] = g
-		}
-	}
-	return out
-}
-
-// faultLeakCheck checks, once the test's pools and servers are closed, that
-// none of the goroutines they started is left (those that ran before the
-// test are not its own). Call it first: cleanups run last-in first-out.
-func faultLeakCheck(t *testing.T) {
-	before := projectGoroutines()
-	t.Cleanup(func() {
-		var left []string
-		for range 200 { // a goroutine past its last statement needs a moment to vanish
-			left = left[:0]
-			for id, g := range projectGoroutines() {
-				if _, old := before[id]; !old {
-					left = append(left, g)
-				}
-			}
-			if len(left) == 0 {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Errorf("%d goroutines left after the test:\n%s", len(left), strings.Join(left, "\n\n"))
-	})
-}
-
 // pingCmd is a ping with its $db, as a connection's RoundTrip takes it.
 func pingCmd(t *testing.T) bson.Raw {
 	t.Helper()
@@ -177,7 +130,7 @@ func TestFaultsInReplies(t *testing.T) {
 				name += "/" + comp
 			}
 			t.Run(name, func(t *testing.T) {
-				faultLeakCheck(t)
+				leakcheck.Check(t)
 				s := server(t)
 				var rec faultEvents
 				uri := s.URI() + "?maxPoolSize=2" + tc.query
@@ -269,7 +222,7 @@ func TestFaultsInReplies(t *testing.T) {
 // A delay within the timeouts is only a delay: the command succeeds and the
 // connection is reused.
 func TestFaultDelayWithinTimeouts(t *testing.T) {
-	faultLeakCheck(t)
+	leakcheck.Check(t)
 	s := server(t)
 	p := open(t, s.URI()+"?socketTimeoutMS=20000")
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultDelay, Delay: 20 * time.Millisecond, Commands: []string{"ping"}, Times: 2})
@@ -327,7 +280,7 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 		}, is: context.DeadlineExceeded, want: "hello: reading the reply", labels: true, timeout: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			faultLeakCheck(t)
+			leakcheck.Check(t)
 			cfg := connection.Config{ConnectTimeout: 200 * time.Millisecond, ZlibLevel: -1}
 			var opts []mongotest.Option
 			if tc.tls {
@@ -420,7 +373,7 @@ func injectFn(f mongotest.Fault) func(t *testing.T, s *mongotest.Server) func() 
 // Canceling the context of a command that hangs ends it at once, with
 // context.Canceled, and breaks the connection.
 func TestFaultHangCanceled(t *testing.T) {
-	faultLeakCheck(t)
+	leakcheck.Check(t)
 	s := server(t)
 	var rec faultEvents
 	p := open(t, s.URI(), pool.WithEventHandler(rec.handle))
@@ -465,7 +418,7 @@ func TestFaultHangCanceled(t *testing.T) {
 // Open against a server whose hello hangs fails within connectTimeoutMS,
 // with the backpressure labels, and leaves nothing behind.
 func TestFaultOpenHelloHangs(t *testing.T) {
-	faultLeakCheck(t)
+	leakcheck.Check(t)
 	s := server(t)
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"isMaster"}})
 	p, err := mongopool.Open(ctx(t), s.URI()+"?connectTimeoutMS=200")

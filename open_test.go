@@ -190,42 +190,20 @@ func TestOpenLoadBalanced(t *testing.T) {
 // Network failures up to the hello carry the backpressure labels.
 func TestOpenBackpressureLabels(t *testing.T) {
 	// Nothing listens.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	_, err = mongopool.Open(ctx(t), "mongodb://"+addr+"/?connectTimeoutMS=2000")
+	_, err := mongopool.Open(ctx(t), refusedURI(t)+"?connectTimeoutMS=2000")
 	if !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 		t.Fatalf("connection refused: %v, want the backpressure labels", err)
 	}
 
 	// A server that accepts and hangs up during the hello.
-	l, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			io.ReadFull(c, make([]byte, 16)) // the hello's header, then hang up
-			c.Close()
-		}
-	}()
-	_, err = mongopool.Open(ctx(t), "mongodb://"+l.Addr().String()+"/")
+	addr := rawListener(t, func(c net.Conn) {
+		io.ReadFull(c, make([]byte, 16)) // the hello's header, then hang up
+		c.Close()
+	})
+	_, err = mongopool.Open(ctx(t), "mongodb://"+addr+"/")
 	if !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		t.Fatalf("hang-up during hello: %v, want the backpressure labels", err)
 	}
-	l.Close()
 }
 
 func TestOpenRejects(t *testing.T) {

@@ -232,15 +232,6 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 // failed emits ConnectionCheckOutFailed with reason "connectionError",
 // whether the set-up failed on the network or in authentication.
 func TestProseCMAP5CheckOutFailsOnConnectionError(t *testing.T) {
-	refused := func(t *testing.T) string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		return "mongodb://" + addr + "/"
-	}
 	wrongPassword := func(t *testing.T) string {
 		s := server(t)
 		if err := s.AddUser("admin", "alice", "right-password"); err != nil {
@@ -253,7 +244,7 @@ func TestProseCMAP5CheckOutFailsOnConnectionError(t *testing.T) {
 		uri        func(*testing.T) string
 		duringAuth bool
 	}{
-		{"connection refused", refused, false},
+		{"connection refused", refusedURI, false},
 		{"authentication fails", wrongPassword, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

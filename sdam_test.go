@@ -3,9 +3,6 @@ package mongopool_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -18,54 +15,6 @@ import (
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 )
-
-// TestMain fails the run if a goroutine of the project's code outlives the
-// tests: pools, the monitor of New's pools, test servers and the unified
-// runner all have to be closed by the tests that start them.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := sdamLeaked(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left after the tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// sdamLeaked returns the stacks of goroutines running project code. One that
-// has just been told to stop may need a moment to end, so it looks a bounded
-// number of times before it reports.
-func sdamLeaked() string {
-	markers := []string{
-		"github.com/mongopool/mongopool.",           // this package: the monitor
-		"github.com/mongopool/mongopool/pool.",      // pools
-		"github.com/mongopool/mongopool/mongotest.", // test servers
-		"github.com/mongopool/mongopool/internal/unified.",
-	}
-	var found string
-	for range 100 {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		found = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "sdamLeaked") {
-				continue
-			}
-			for _, m := range markers {
-				if strings.Contains(g, m) {
-					found += g + "\n\n"
-					break
-				}
-			}
-		}
-		if found == "" {
-			return ""
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return found
-}
 
 // sdamEvents records a pool's events and signals each PoolReady and
 // PoolCleared.

@@ -20,10 +20,6 @@ package mongopool_test
 import (
 	"context"
 	"fmt"
-	"regexp"
-	"runtime"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +29,7 @@ import (
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/internal/cmapspec"
+	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 )
@@ -70,11 +67,8 @@ func TestCMAPSpecIntegration(t *testing.T) {
 		}
 		n++
 		t.Run(f.Name, func(t *testing.T) {
-			before := cmapGoroutineIDs()
+			leakcheck.Check(t)
 			runCMAPIntegrationFile(t, runner, f)
-			if leaked := cmapNewGoroutines(before); leaked != "" {
-				t.Errorf("goroutines left after the test:\n%s", leaked)
-			}
 		})
 	}
 	if n == 0 {
@@ -171,56 +165,4 @@ func cmapServerVersion(admin *mongopool.Pool) (string, error) {
 		return "", fmt.Errorf("buildInfo: no version in %v", reply)
 	}
 	return v, nil
-}
-
-var cmapGoroutineHeader = regexp.MustCompile(`^goroutine (\d+) `)
-
-// cmapGoroutines returns the stacks of all goroutines by id.
-func cmapGoroutines() map[string]string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	out := make(map[string]string)
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if m := cmapGoroutineHeader.FindStringSubmatch(g); m != nil {
-			out[m[1]] = g
-		}
-	}
-	return out
-}
-
-// cmapGoroutineIDs returns the ids of the goroutines running now.
-func cmapGoroutineIDs() map[string]bool {
-	ids := make(map[string]bool)
-	for id := range cmapGoroutines() {
-		ids[id] = true
-	}
-	return ids
-}
-
-// cmapNewGoroutines returns the stacks of the goroutines not in before. A
-// goroutine that has just been told to end may need a moment, so it looks a
-// bounded number of times before it reports.
-func cmapNewGoroutines(before map[string]bool) string {
-	var found []string
-	for range 100 {
-		found = found[:0]
-		for id, stack := range cmapGoroutines() {
-			if !before[id] {
-				found = append(found, stack)
-			}
-		}
-		if len(found) == 0 {
-			return ""
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	slices.Sort(found)
-	return strings.Join(found, "\n\n")
 }

@@ -4,38 +4,17 @@ import (
 	"context"
 	"net"
 	"net/url"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
-
-// serverGoroutines returns the stacks of the goroutines running code of the
-// mongotest package (not its tests, which are mongotest_test).
-func serverGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var out []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "mongopool/mongotest.") {
-			out = append(out, g)
-		}
-	}
-	return out
-}
 
 // TestCloseLeavesNoGoroutine closes servers with connections in every
 // state a connection goroutine can block in (reading a header, reading a
@@ -96,38 +75,16 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 
 			// Wait for the connections to be served, and check that the
 			// goroutines are visible to the check below.
-			deadline := time.Now().Add(5 * time.Second)
 			wantOpen := int64(2 + 1) // the driver's monitor and pool connections, and the silent one
 			if !tlsOn {
 				wantOpen = 2 + 3
 			}
-			for srv.Stats().ConnectionsOpen < wantOpen && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-			if n := len(serverGoroutines()); n < int(wantOpen) {
+			waitFor(t, "the connections to be served", func() bool { return srv.Stats().ConnectionsOpen >= wantOpen })
+			if n := len(leakcheck.Running(serverGoroutines)); n < int(wantOpen) {
 				t.Fatalf("only %d goroutines of mongotest before Close; the check cannot see them", n)
 			}
 
-			done := make(chan error, 1)
-			go func() { done <- srv.Close() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("Close: %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("Close did not return; goroutines:\n%s", strings.Join(serverGoroutines(), "\n\n"))
-			}
-			var left []string
-			for range 100 { // goroutines may take a moment to vanish from the stacks
-				if left = serverGoroutines(); len(left) == 0 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if len(left) > 0 {
-				t.Fatalf("%d goroutines of mongotest left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
-			}
+			closeAndCheck(t, srv)
 			if st := srv.Stats(); st.ConnectionsOpen != 0 {
 				t.Errorf("ConnectionsOpen = %d after Close", st.ConnectionsOpen)
 			}

@@ -1,7 +1,6 @@
 package mongotest_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -26,26 +25,7 @@ func connectApp(t *testing.T, srv *mongotest.Server, app string, more ...*option
 	opts := options.Client().ApplyURI(srv.URI()).SetAppName(app).
 		SetRetryReads(false).SetRetryWrites(false).
 		SetServerSelectionTimeout(5 * time.Second)
-	return connect2(t, append([]*options.ClientOptions{opts}, more...)...)
-}
-
-// connect2 connects with the merged opts and disconnects when the test
-// ends.
-func connect2(t *testing.T, opts ...*options.ClientOptions) *mongo.Client {
-	t.Helper()
-	merged := options.MergeClientOptions(opts...)
-	client, err := mongo.Connect(merged)
-	if err != nil {
-		t.Fatalf("mongo.Connect: %v", err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := client.Disconnect(c); err != nil {
-			t.Errorf("Disconnect: %v", err)
-		}
-	})
-	return client
+	return connectWith(t, append([]*options.ClientOptions{opts}, more...)...)
 }
 
 // setFailPoint runs configureFailPoint through client, and returns the

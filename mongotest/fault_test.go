@@ -76,30 +76,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// closeAndCheck closes srv within testTimeout and checks that no goroutine
-// of the package is left.
-func closeAndCheck(t *testing.T, srv *mongotest.Server) {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- srv.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(testTimeout):
-		t.Fatalf("Close did not return; goroutines:\n%s", strings.Join(serverGoroutines(), "\n\n"))
-	}
-	var left []string
-	for range 100 { // goroutines may take a moment to vanish from the stacks
-		if left = serverGoroutines(); len(left) == 0 {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%d goroutines of mongotest left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
-}
-
 func TestInjectFaultRejects(t *testing.T) {
 	srv := start(t)
 	for _, tc := range []struct {

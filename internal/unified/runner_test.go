@@ -2,48 +2,19 @@ package unified
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/internal/leakcheck"
 )
 
-// TestMain fails the run if a goroutine of the project's code (a pool, a
-// monitor, a test server) outlives the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := leakedGoroutines(); leaked != "" {
-			fmt.Fprintf(os.Stderr, "goroutines left after the tests:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func leakedGoroutines() string {
-	var found string
-	for range 100 {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		found = ""
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "github.com/mongopool/mongopool") && !strings.Contains(g, "leakedGoroutines") {
-				found += g + "\n\n"
-			}
-		}
-		if found == "" {
-			return ""
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return found
-}
+// TestMain fails the run if a goroutine outlives the tests: the runner has
+// to close every pool, monitor and test server a test makes.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // runJSON runs the only test of a file given as JSON.
 func runJSON(t *testing.T, js string) error {
