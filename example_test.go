@@ -9,6 +9,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
 )
 
 func ExampleOpen() {
@@ -33,4 +34,44 @@ func ExampleOpen() {
 	// Output:
 	// ok: 1
 	// connections: 1
+}
+
+// New builds the pool without connecting: the first command makes the first
+// connection. A handshake that fails during authentication (an error without
+// the SystemOverloadedError label) clears and pauses the pool until the server
+// answers again; a check-out that meets the paused pool fails with an error
+// labelled RetryableError.
+func ExampleNew() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.AddUser("admin", "alice", "pencil"); err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	p, err := mongopool.New("mongodb://alice:pencil@" + srv.Addr() + "/?appName=example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+	fmt.Println("connections after New:", p.Stats().Total)
+
+	// The next authentication of this application meets a network error.
+	err = srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "example", CloseConnection: true, Times: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
+	fmt.Println("first command failed:", err != nil)
+	fmt.Println("pool:", p.Stats().State)
+	_, err = p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
+	fmt.Println("retryable:", pool.HasErrorLabel(err, pool.LabelRetryable))
+	// Output:
+	// connections after New: 0
+	// first command failed: true
+	// pool: paused
+	// retryable: true
 }

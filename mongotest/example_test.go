@@ -2,11 +2,14 @@ package mongotest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -44,4 +47,79 @@ func Example() {
 	st := srv.Stats()
 	fmt.Println(person.Name, st.Authentications["SCRAM-SHA-256"] > 0, st.CompressedReceived["zstd"] > 0)
 	// Output: Ada true true
+}
+
+// A fail point makes the server fail commands as MongoDB's failCommand does:
+// here the next two finds fail with a code and a label, and the third runs.
+func ExampleServer_SetFailPoint() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	err = srv.SetFailPoint(mongotest.FailPoint{
+		Commands:    []string{"find"},
+		Times:       2,
+		ErrorCode:   50, // MaxTimeMSExpired
+		ErrorLabels: []string{"RetryableError"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()).SetRetryReads(false))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("test").Collection("c")
+	for range 3 {
+		err := coll.FindOne(ctx, bson.D{}).Err()
+		var se mongo.ServerError
+		if errors.As(err, &se) {
+			fmt.Println("code 50:", se.HasErrorCode(50), "labelled:", se.HasErrorLabel("RetryableError"))
+		} else {
+			fmt.Println(err) // the fail point is used up: the find runs
+		}
+	}
+	// Output:
+	// code 50: true labelled: true
+	// code 50: true labelled: true
+	// mongo: no documents in result
+}
+
+// A fault breaks the protocol in ways no fail point can: here the reply to a
+// ping answers another request, which the client refuses; the pool closes
+// that connection, and the next ping goes through a new one.
+func ExampleServer_InjectFault() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := mongopool.Open(ctx, srv.URI())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Close()
+
+	remove, err := srv.InjectFault(mongotest.Fault{Kind: mongotest.FaultWrongResponseTo, Commands: []string{"ping"}, Times: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer remove()
+	ping := bson.D{{Key: "ping", Value: 1}}
+	_, err = p.RunCommand(ctx, "admin", ping)
+	fmt.Println("protocol error:", errors.Is(err, wire.ErrProtocol))
+	_, err = p.RunCommand(ctx, "admin", ping)
+	fmt.Println("second ping:", err)
+	fmt.Println("connections created:", p.Stats().Created)
+	// Output:
+	// protocol error: true
+	// second ping: <nil>
+	// connections created: 2
 }
