@@ -116,7 +116,7 @@ func TestEstablishErrorHandlerOrder(t *testing.T) {
 // error handler clears the pool (as SDAM does on a handshake error) while
 // Close runs: that Clear must not wait for Close, nor Close for it.
 func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
-	c := connectorFunc(func(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+	c := pool.ConnectorFunc(func(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
 		return nil, io.EOF
 	})
 	entered, closing := make(chan struct{}), make(chan struct{})
@@ -155,11 +155,4 @@ func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
 	if err := <-checkedOut; err == nil {
 		t.Fatal("the check-out whose connection failed succeeded")
 	}
-}
-
-// connectorFunc makes a function a pool.Connector.
-type connectorFunc func(ctx context.Context, a *pool.Attempt) (pool.Link, error)
-
-func (f connectorFunc) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
-	return f(ctx, a)
 }

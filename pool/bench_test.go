@@ -12,12 +12,7 @@ import (
 
 // The idle fast path allocates nothing when nobody listens.
 func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
-	p, err := pool.New("127.0.0.1:27017", &fakeConnector{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	mustReady(t, p)
+	p := readyPool(t)
 	mustCheckIn(t, p, mustCheckOut(t, p))
 	ctx := context.Background()
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -32,16 +27,6 @@ func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("check-out + check-in of an idle connection: %v allocations, want 0", allocs)
 	}
-}
-
-func benchPool(b *testing.B, opts ...pool.Option) *pool.Pool {
-	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, opts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { p.Close() })
-	mustReady(b, p)
-	return p
 }
 
 // warm establishes n connections and leaves them idle.
@@ -68,23 +53,23 @@ func BenchmarkCheckOutCheckIn(b *testing.B) {
 			p.CheckIn(c)
 		}
 	}
-	b.Run("serial", func(b *testing.B) { run(b, benchPool(b)) })
+	b.Run("serial", func(b *testing.B) { run(b, readyPool(b)) })
 	b.Run("serial/events", func(b *testing.B) {
-		run(b, benchPool(b, pool.WithEventHandler(func(pool.Event) {})))
+		run(b, readyPool(b, pool.WithEventHandler(func(pool.Event) {})))
 	})
 	b.Run("serial/logger-at-info", func(b *testing.B) {
-		run(b, benchPool(b, pool.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))))
+		run(b, readyPool(b, pool.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))))
 	})
 	b.Run("serial/debug-log", func(b *testing.B) {
 		h := slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})
-		run(b, benchPool(b, pool.WithLogger(slog.New(h))))
+		run(b, readyPool(b, pool.WithLogger(slog.New(h))))
 	})
 }
 
 func BenchmarkParallel(b *testing.B) {
 	for _, par := range []int{1, 32} {
 		b.Run(map[int]string{1: "gomaxprocs", 32: "x32"}[par], func(b *testing.B) {
-			p := benchPool(b, pool.WithMaxPoolSize(0))
+			p := readyPool(b, pool.WithMaxPoolSize(0))
 			ctx := context.Background()
 			b.SetParallelism(par)
 			b.ReportAllocs()
@@ -105,7 +90,7 @@ func BenchmarkParallel(b *testing.B) {
 // Contended: 64 goroutines share 4 connections.
 func BenchmarkContended(b *testing.B) {
 	run := func(b *testing.B, opts ...pool.Option) {
-		p := benchPool(b, append([]pool.Option{pool.WithMaxPoolSize(4)}, opts...)...)
+		p := readyPool(b, append([]pool.Option{pool.WithMaxPoolSize(4)}, opts...)...)
 		warm(b, p, 4)
 		ctx := context.Background()
 		const workers = 64

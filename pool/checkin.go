@@ -62,7 +62,7 @@ func (p *Pool) checkInPerishedLocked(c *Conn) (reason string, err error) {
 	switch {
 	case p.state == statePoolClosed:
 		return ReasonPoolClosed, nil
-	case c.svc == nil || c.gen != c.svc.gen:
+	case c.gen != c.svc.gen: // a checked-out connection has its service
 		return ReasonStale, nil
 	case c.broken != nil:
 		return ReasonError, c.broken

@@ -43,9 +43,7 @@ func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
 			if reason, _ := p.perishedLocked(c); reason == "" {
 				p.idle[n-1] = nil
 				p.idle = p.idle[:n-1]
-				c.state = stateInUse
-				p.inUse++
-				p.counts.checkedOut++
+				p.checkOutLocked(c)
 				p.mu.Unlock()
 				p.emit(ConnectionCheckedOut, c, start, "", nil)
 				return c, nil
@@ -69,13 +67,11 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64)
 	}
 	var ob outbox
 	if p.waiting == 0 {
+		// Perished connections closed on the way may leave the pool below
+		// minPoolSize: releaseLocked asks the maintenance to make up for them.
 		if c := p.takeIdleLocked(&ob); c != nil {
-			c.state = stateInUse
-			p.inUse++
-			p.counts.checkedOut++
-			p.dispatchLocked(&ob)
-			p.mu.Unlock()
-			ob.finish(p)
+			p.checkOutLocked(c)
+			p.releaseLocked(&ob)
 			p.emit(ConnectionCheckedOut, c, start, "", nil)
 			return c, nil
 		}
@@ -84,9 +80,7 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64)
 	w.ticket, w.start = ticket, start
 	p.queue.push(w)
 	p.waiting++
-	p.dispatchLocked(&ob)
-	p.mu.Unlock()
-	ob.finish(p)
+	p.releaseLocked(&ob)
 	return p.await(ctx, w, start)
 }
 
@@ -110,7 +104,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 	if d := p.cfg.timeout; d > 0 {
 		totalDeadline = began.Add(d)
 	}
-	timer := p.armTimer(w, queueDeadline, totalDeadline, began)
+	timer := armTimer(w, queueDeadline, totalDeadline)
 	// The timer belongs to w, which is recycled once received: stop it first.
 	stop := func() {
 		if timer != nil {
@@ -145,7 +139,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 			// Its connection is being established: the queue wait is over.
 			p.mu.Unlock()
 			queueDeadline = time.Time{}
-			timer = p.armTimer(w, queueDeadline, totalDeadline, began)
+			timer = armTimer(w, queueDeadline, totalDeadline)
 			continue
 		}
 		w.state = waiterCanceled
@@ -168,7 +162,7 @@ var (
 )
 
 // armTimer sets w's timer to the earliest deadline; nil if there is none.
-func (p *Pool) armTimer(w *waiter, a, b time.Time, now time.Time) *time.Timer {
+func armTimer(w *waiter, a, b time.Time) *time.Timer {
 	d := a
 	if d.IsZero() || !b.IsZero() && b.Before(d) {
 		d = b
@@ -177,7 +171,7 @@ func (p *Pool) armTimer(w *waiter, a, b time.Time, now time.Time) *time.Timer {
 		return nil
 	}
 	if w.timer == nil {
-		w.timer = time.NewTimer(d.Sub(now))
+		w.timer = time.NewTimer(time.Until(d))
 	} else {
 		w.timer.Reset(time.Until(d))
 	}

@@ -354,3 +354,27 @@ func TestErroredConnectionClosedAtCheckIn(t *testing.T) {
 		t.Fatal("errored connection still counted")
 	}
 }
+
+// A check-out that closes a perished idle connection on its way to a good one
+// leaves the pool below minPoolSize: the maintenance makes up for it at once,
+// not at its next interval.
+func TestCheckOutPastPerishedRestoresMinPoolSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeConnector{}
+		p, _ := newPool(t, f, pool.WithMinPoolSize(2), pool.WithMaintenanceInterval(time.Hour))
+		mustReady(t, p)
+		synctest.Wait()
+		a, b := mustCheckOut(t, p), mustCheckOut(t, p)
+		mustCheckIn(t, p, a)
+		mustCheckIn(t, p, b) // on top of the idle list
+		b.Link().(*fakeLink).fail(errors.New("connection reset by peer"))
+		if c := mustCheckOut(t, p); c != a {
+			t.Fatalf("checked out connection %d, want %d past the broken one", c.ID(), a.ID())
+		}
+		synctest.Wait() // no time passes: the maintenance's interval is an hour
+		if s := p.Stats(); s.ClosedError != 1 || s.Created != 3 || s.Total != 2 {
+			t.Fatalf("stats %+v, want the broken connection closed and a third one created for minPoolSize", s)
+		}
+		mustCheckIn(t, p, a)
+	})
+}

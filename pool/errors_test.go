@@ -37,13 +37,6 @@ func errNewPool(t *testing.T, f *fakeConnector, opts ...pool.Option) *pool.Pool 
 	return p
 }
 
-func errMust(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // errSentinels checks which of the pool's sentinels err matches.
 func errSentinels(t *testing.T, err error, want error) {
 	t.Helper()
@@ -78,8 +71,8 @@ func errTypes(t *testing.T, err error, want string) {
 func TestErrorPoolClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := errNewPool(t, &fakeConnector{})
-		errMust(t, p.Ready())
-		errMust(t, p.Close())
+		mustReady(t, p)
+		must(t, p.Close())
 		c, err := p.CheckOut(context.Background())
 		if err == nil {
 			t.Fatalf("check-out from a closed pool returned connection %d", c.ID())
@@ -114,23 +107,18 @@ func TestErrorPoolClosed(t *testing.T) {
 func TestErrorPoolClosedWhileWaiting(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := errNewPool(t, &fakeConnector{}, pool.WithMaxPoolSize(1))
-		errMust(t, p.Ready())
-		c, err := p.CheckOut(context.Background())
-		errMust(t, err)
-		done := make(chan error, 1)
-		go func() {
-			_, err := p.CheckOut(context.Background())
-			done <- err
-		}()
+		mustReady(t, p)
+		c := mustCheckOut(t, p)
+		res := checkOutAsync(context.Background(), p)
 		synctest.Wait()
-		errMust(t, p.Close())
-		err = <-done
+		must(t, p.Close())
+		err := (<-res).err
 		errSentinels(t, err, pool.ErrPoolClosed)
 		errTypes(t, err, "PoolClosedError")
 		if !errHasPrefixFold(err.Error(), errSpecPoolClosed) || !strings.Contains(err.Error(), errAddr) {
 			t.Errorf("message %q", err)
 		}
-		errMust(t, p.CheckIn(c))
+		must(t, p.CheckIn(c))
 	})
 }
 
@@ -160,8 +148,8 @@ func TestErrorPoolCleared(t *testing.T) {
 	t.Run("after a clear with a cause", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
-			errMust(t, p.Ready())
-			errMust(t, p.Clear(pool.ClearOptions{Cause: cause}))
+			mustReady(t, p)
+			must(t, p.Clear(pool.ClearOptions{Cause: cause}))
 			_, err := p.CheckOut(context.Background())
 			errSentinels(t, err, pool.ErrPoolCleared)
 			errTypes(t, err, "PoolClearedError")
@@ -190,23 +178,18 @@ func TestErrorPoolCleared(t *testing.T) {
 	t.Run("waiting check-out evicted by a clear", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{}, pool.WithMaxPoolSize(1))
-			errMust(t, p.Ready())
-			c, err := p.CheckOut(context.Background())
-			errMust(t, err)
-			done := make(chan error, 1)
-			go func() {
-				_, err := p.CheckOut(context.Background())
-				done <- err
-			}()
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			res := checkOutAsync(context.Background(), p)
 			synctest.Wait()
-			errMust(t, p.Clear(pool.ClearOptions{Cause: cause}))
-			err = <-done
+			must(t, p.Clear(pool.ClearOptions{Cause: cause}))
+			err := (<-res).err
 			errSentinels(t, err, pool.ErrPoolCleared)
 			errTypes(t, err, "PoolClearedError")
 			if !errors.Is(err, cause) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 				t.Errorf("%v: no cause or no label", err)
 			}
-			errMust(t, p.CheckIn(c))
+			must(t, p.CheckIn(c))
 		})
 	})
 }
@@ -219,14 +202,13 @@ func TestErrorPoolClearedInterrupted(t *testing.T) {
 	t.Run("Conn.Err", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
-			errMust(t, p.Ready())
-			c, err := p.CheckOut(context.Background())
-			errMust(t, err)
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
 			if err := c.Err(); err != nil {
 				t.Fatalf("Err before the clear: %v", err)
 			}
-			errMust(t, p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}))
-			err = c.Err()
+			must(t, p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}))
+			err := c.Err()
 			if err == nil {
 				t.Fatal("Err after an interrupting clear is nil")
 			}
@@ -242,13 +224,13 @@ func TestErrorPoolClearedInterrupted(t *testing.T) {
 			if !pool.HasErrorLabel(err, pool.LabelRetryable) || !errors.Is(err, cause) {
 				t.Errorf("%v: no label or no cause", err)
 			}
-			errMust(t, p.CheckIn(c))
+			must(t, p.CheckIn(c))
 		})
 	})
 	t.Run("Do", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
-			errMust(t, p.Ready())
+			mustReady(t, p)
 			done := make(chan error, 1)
 			go func() {
 				done <- p.Do(context.Background(), func(c *pool.Conn) error {
@@ -256,7 +238,7 @@ func TestErrorPoolClearedInterrupted(t *testing.T) {
 				})
 			}()
 			synctest.Wait()
-			errMust(t, p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}))
+			must(t, p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}))
 			err := <-done
 			if err == nil || err.Error() != want {
 				t.Errorf("Do: %v, want %q", err, want)
@@ -333,9 +315,9 @@ func TestErrorWaitQueueTimeout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := errNewPool(t, &fakeConnector{}, append([]pool.Option{pool.WithMaxPoolSize(1)}, tc.opts...)...)
-				errMust(t, p.Ready())
+				mustReady(t, p)
 				held, err := p.CheckOut(context.Background())
-				errMust(t, err)
+				must(t, err)
 
 				ctx, cancel := context.Background(), context.CancelFunc(func() {})
 				if tc.ctx != nil {
@@ -382,7 +364,7 @@ func TestErrorWaitQueueTimeout(t *testing.T) {
 				if pool.HasErrorLabel(err, pool.LabelRetryable) {
 					t.Error("WaitQueueTimeoutError is retryable")
 				}
-				errMust(t, p.CheckIn(held))
+				must(t, p.CheckIn(held))
 			})
 		})
 	}
@@ -392,7 +374,7 @@ func TestErrorWaitQueueTimeout(t *testing.T) {
 func TestErrorWaitQueueTimeoutContextDoneBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := errNewPool(t, &fakeConnector{})
-		errMust(t, p.Ready())
+		mustReady(t, p)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -424,9 +406,9 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 	t.Run("other waiters", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{}, pool.WithMaxPoolSize(1))
-			errMust(t, p.Ready())
+			mustReady(t, p)
 			held, err := p.CheckOut(context.Background())
-			errMust(t, err)
+			must(t, err)
 			// Two check-outs wait without limit; the third gives up.
 			var dones []chan error
 			for range 2 {
@@ -449,9 +431,9 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 					t.Errorf("message %v does not contain %q", err, s)
 				}
 			}
-			errMust(t, p.CheckIn(held))
+			must(t, p.CheckIn(held))
 			for _, d := range dones {
-				errMust(t, <-d)
+				must(t, <-d)
 			}
 		})
 	})
@@ -459,7 +441,7 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			block := make(chan struct{})
 			p := errNewPool(t, &fakeConnector{Block: block}, pool.WithMaxPoolSize(0), pool.WithMaxConnecting(1))
-			errMust(t, p.Ready())
+			mustReady(t, p)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
 			_, err := p.CheckOut(ctx)
@@ -493,7 +475,7 @@ func TestErrorConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := errNewPool(t, tc.f)
-				errMust(t, p.Ready())
+				mustReady(t, p)
 				_, err := p.CheckOut(context.Background())
 				if err == nil {
 					t.Fatal("check-out succeeded")
@@ -527,12 +509,12 @@ func TestErrorCheckIn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := errNewPool(t, &fakeConnector{})
 		other, err := pool.New("db2.example.com:27017", &fakeConnector{})
-		errMust(t, err)
+		must(t, err)
 		defer other.Close()
-		errMust(t, p.Ready())
-		errMust(t, other.Ready())
+		mustReady(t, p)
+		mustReady(t, other)
 		c, err := p.CheckOut(context.Background())
-		errMust(t, err)
+		must(t, err)
 
 		err = other.CheckIn(c)
 		errSentinels(t, err, pool.ErrNotFromThisPool)
@@ -542,13 +524,13 @@ func TestErrorCheckIn(t *testing.T) {
 		err = p.CheckIn(nil)
 		errSentinels(t, err, pool.ErrNotFromThisPool)
 
-		errMust(t, p.CheckIn(c))
+		must(t, p.CheckIn(c))
 		err = p.CheckIn(c)
 		errSentinels(t, err, pool.ErrNotCheckedOut)
 		if err == nil || !strings.Contains(err.Error(), errAddr) {
 			t.Errorf("double check-in: %v", err)
 		}
-		errMust(t, other.Close())
+		must(t, other.Close())
 	})
 }
 

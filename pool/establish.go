@@ -40,12 +40,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 
 	p.mu.Lock()
 	var ob outbox
-	forWaiter := c.forWaiter
-	p.pending--
-	if forWaiter {
-		c.forWaiter = false
-		p.forWaiters--
-	}
+	forWaiter := p.endPendingLocked(c)
 	c.state = stateAvailable
 	switch stale := c.gen != c.svc.gen; {
 	case p.state == statePoolClosed:

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
@@ -13,64 +14,65 @@ import (
 // Check-outs are served in the order of their CheckOutStarted events, even
 // when a later one gets to the pool's lock first: here the first one is held
 // up in its event handler, between its event and the queue, while the second
-// one queues.
+// one queues. The test runs in a synctest bubble, so that synctest.Wait tells
+// when every check-out has got as far as it can.
 func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
-	var (
-		hold    atomic.Bool // the next CheckOutStarted handler blocks
-		inside  = make(chan struct{})
-		release = make(chan struct{})
-	)
-	handler := func(e pool.Event) {
-		if e.Type == pool.ConnectionCheckOutStarted && hold.CompareAndSwap(true, false) {
-			close(inside)
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			hold    atomic.Bool // the next CheckOutStarted handler blocks
+			inside  = make(chan struct{})
+			release = make(chan struct{})
+		)
+		handler := func(e pool.Event) {
+			if e.Type == pool.ConnectionCheckOutStarted && hold.CompareAndSwap(true, false) {
+				close(inside)
+				<-release
+			}
 		}
-	}
-	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1), pool.WithEventHandler(handler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	mustReady(t, p)
-	held := mustCheckOut(t, p)
-
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	served := make(chan string, 2)
-	checkOut := func(name string) {
-		c, err := p.CheckOut(ctx)
+		p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1), pool.WithEventHandler(handler))
 		if err != nil {
-			t.Error(err)
-			served <- "error"
-			return
+			t.Fatal(err)
 		}
-		served <- name
-		if err := p.CheckIn(c); err != nil {
-			t.Error(err)
+		defer p.Close()
+		mustReady(t, p)
+		held := mustCheckOut(t, p)
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		served := make(chan string, 2)
+		checkOut := func(name string) {
+			c, err := p.CheckOut(ctx)
+			if err != nil {
+				t.Error(err)
+				served <- "error"
+				return
+			}
+			served <- name
+			if err := p.CheckIn(c); err != nil {
+				t.Error(err)
+			}
 		}
-	}
-	hold.Store(true)
-	go checkOut("first")
-	<-inside // first's event is out; it has not queued
-	go checkOut("second")
-	waitQueued(t, p, 1)
-	close(release)
-	waitQueued(t, p, 2)
-	mustCheckIn(t, p, held)
-	if a, b := <-served, <-served; a != "first" || b != "second" {
-		t.Errorf("served %s, then %s; want first, then second", a, b)
-	}
+		hold.Store(true)
+		go checkOut("first")
+		<-inside // first's event is out; it has not queued
+		go checkOut("second")
+		synctest.Wait()
+		wantQueued(t, p, 1)
+		close(release)
+		synctest.Wait()
+		wantQueued(t, p, 2)
+		mustCheckIn(t, p, held)
+		if a, b := <-served, <-served; a != "first" || b != "second" {
+			t.Errorf("served %s, then %s; want first, then second", a, b)
+		}
+	})
 }
 
-// waitQueued waits until n check-outs wait in p's queue.
-func waitQueued(t *testing.T, p *pool.Pool, n int) {
+// wantQueued checks that n check-outs wait in p's queue.
+func wantQueued(t *testing.T, p *pool.Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for p.Stats().Waiting < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d check-outs waiting after a minute, want %d", p.Stats().Waiting, n)
-		}
-		runtime.Gosched()
+	if got := p.Stats().Waiting; got != n {
+		t.Fatalf("%d check-outs waiting, want %d", got, n)
 	}
 }
 
@@ -104,12 +106,7 @@ func TestWaiterCheckedOutEventPrecedesReturn(t *testing.T) {
 // allocates at most once: its waiter is recycled, its wake-up is a signal on
 // a channel it keeps.
 func TestBlockedCheckOutAllocations(t *testing.T) {
-	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	mustReady(t, p)
+	p := readyPool(t, pool.WithMaxPoolSize(1))
 	mustCheckIn(t, p, mustCheckOut(t, p))
 
 	ctx := context.Background()

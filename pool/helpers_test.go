@@ -97,6 +97,28 @@ func newPool(t testing.TB, f *fakeConnector, opts ...pool.Option) (*pool.Pool, *
 	return p, log
 }
 
+// readyPool makes a ready pool with the fake connector, closed when the test
+// ends. Unlike newPool it adds no event handler: nobody listens unless opts
+// say so, as the tests and benchmarks of allocations and speed need.
+func readyPool(t testing.TB, opts ...pool.Option) *pool.Pool {
+	t.Helper()
+	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mustReady(t, p)
+	return p
+}
+
+// must fails the test at once if err is not nil.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustReady(t testing.TB, p *pool.Pool) {
 	t.Helper()
 	if err := p.Ready(); err != nil {

@@ -293,31 +293,17 @@ type logScenario struct {
 	want []string
 }
 
-func logMust(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func logCheckOut(t *testing.T, p *pool.Pool) *pool.Conn {
-	t.Helper()
-	c, err := p.CheckOut(context.Background())
-	logMust(t, err)
-	return c
-}
-
 var logScenarios = []logScenario{
 	{
 		// The specification's first logging test: a command, then close.
 		name: "command then close",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
+			mustReady(t, p)
 			for range 2 {
-				c := logCheckOut(t, p)
-				logMust(t, p.CheckIn(c))
+				c := mustCheckOut(t, p)
+				must(t, p.CheckIn(c))
 			}
-			logMust(t, p.Close())
+			must(t, p.Close())
 		},
 		wantOrder: []string{
 			"Connection pool created",
@@ -342,7 +328,7 @@ var logScenarios = []logScenario{
 		connector:             func() *fakeConnector { return &fakeConnector{FailBeforeHello: errLogTest} },
 		clearOnEstablishError: true,
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
+			mustReady(t, p)
 			if _, err := p.CheckOut(context.Background()); err == nil {
 				t.Fatal("check-out succeeded with a failing connector")
 			}
@@ -372,29 +358,29 @@ var logScenarios = []logScenario{
 			"maxIdleTimeMS": 90000, "minPoolSize": 1, "maxPoolSize": 7, "maxConnecting": 3, "waitQueueTimeoutMS": 2500,
 		},
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 			synctest.Wait() // minPoolSize
 		},
 	},
 	{
 		name: "stale: checked in after a clear",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.Clear(pool.ClearOptions{Cause: errLogTest}))
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.Clear(pool.ClearOptions{Cause: errLogTest}))
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection pool cleared", "Connection closed: " + logReasonStale},
 	},
 	{
 		name: "stale: idle connection closed by the maintenance after a clear",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
-			logMust(t, p.Clear(pool.ClearOptions{}))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
+			must(t, p.Clear(pool.ClearOptions{}))
 			synctest.Wait()
 		},
 		want: []string{"Connection pool cleared", "Connection closed: " + logReasonStale},
@@ -404,12 +390,12 @@ var logScenarios = []logScenario{
 		opts:    []pool.Option{pool.WithMaxIdleTime(10 * time.Millisecond), pool.WithMaintenanceInterval(-1)},
 		options: map[string]int64{"maxIdleTimeMS": 10},
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 			time.Sleep(20 * time.Millisecond)
-			c = logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			c = mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection closed: " + logReasonIdle},
 	},
@@ -418,9 +404,9 @@ var logScenarios = []logScenario{
 		opts:    []pool.Option{pool.WithMaxIdleTime(10 * time.Millisecond)},
 		options: map[string]int64{"maxIdleTimeMS": 10},
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 			time.Sleep(1500 * time.Millisecond)
 			synctest.Wait()
 		},
@@ -429,22 +415,22 @@ var logScenarios = []logScenario{
 	{
 		name: "error: link failed while checked out",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
 			c.Link().(*fakeLink).fail(errLogTest)
-			logMust(t, p.CheckIn(c))
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection closed: " + logReasonError},
 	},
 	{
 		name: "error: idle link failed, found by a check-out",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 			c.Link().(*fakeLink).fail(errLogTest)
-			c = logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
+			c = mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection closed: " + logReasonError},
 	},
@@ -452,7 +438,7 @@ var logScenarios = []logScenario{
 		name:      "error: establishment failed after the hello",
 		connector: func() *fakeConnector { return &fakeConnector{FailAfterHello: errLogTest} },
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
+			mustReady(t, p)
 			if _, err := p.CheckOut(context.Background()); err == nil {
 				t.Fatal("check-out succeeded with a failing connector")
 			}
@@ -465,10 +451,10 @@ var logScenarios = []logScenario{
 	{
 		name: "poolClosed: idle connection closed by Close, check-out after Close",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
-			logMust(t, p.Close())
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
+			must(t, p.Close())
 			if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrPoolClosed) {
 				t.Fatalf("check-out after Close: %v, want ErrPoolClosed", err)
 			}
@@ -482,10 +468,10 @@ var logScenarios = []logScenario{
 	{
 		name: "poolClosed: checked-out connection checked in after Close",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.Close())
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.Close())
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection closed: " + logReasonPoolClosed},
 	},
@@ -494,12 +480,12 @@ var logScenarios = []logScenario{
 		opts:    []pool.Option{pool.WithMaxPoolSize(1), pool.WithWaitQueueTimeout(10 * time.Millisecond)},
 		options: map[string]int64{"maxPoolSize": 1, "waitQueueTimeoutMS": 10},
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
 			if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrWaitQueueTimeout) {
 				t.Fatalf("second check-out: %v, want ErrWaitQueueTimeout", err)
 			}
-			logMust(t, p.CheckIn(c))
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection checkout failed: " + logReasonTimeout},
 	},
@@ -508,14 +494,14 @@ var logScenarios = []logScenario{
 		opts:    []pool.Option{pool.WithMaxPoolSize(1)},
 		options: map[string]int64{"maxPoolSize": 1},
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
 			if _, err := p.CheckOut(ctx); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("second check-out: %v, want DeadlineExceeded", err)
 			}
-			logMust(t, p.CheckIn(c))
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection checkout failed: " + logReasonTimeout},
 	},
@@ -537,10 +523,10 @@ var logScenarios = []logScenario{
 		lb:        true,
 		serviceID: "651f2a0001020304050607ab",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.Clear(pool.ClearOptions{ServiceID: logServiceID}))
-			logMust(t, p.CheckIn(c))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.Clear(pool.ClearOptions{ServiceID: logServiceID}))
+			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection pool cleared", "Connection closed: " + logReasonStale},
 	},
@@ -572,10 +558,10 @@ func TestLogMessagesMatchSpecification(t *testing.T) {
 				}
 				var err error
 				p, err = pool.New(address, f, opts...)
-				logMust(t, err)
+				must(t, err)
 				defer p.Close()
 				sc.run(t, p, f)
-				logMust(t, p.Close())
+				must(t, p.Close())
 				records = h.records()
 			})
 
@@ -642,8 +628,8 @@ func logCreated(t *testing.T, address string, opts ...pool.Option) (logRecord, [
 	t.Helper()
 	h := newLogHandler(slog.LevelDebug)
 	p, err := pool.New(address, &fakeConnector{}, append([]pool.Option{pool.WithLogger(slog.New(h))}, opts...)...)
-	logMust(t, err)
-	logMust(t, p.Close())
+	must(t, err)
+	must(t, p.Close())
 	rs := h.records()
 	if len(rs) == 0 || rs[0].Message != logMsgPoolCreated {
 		t.Fatalf("first record is not %q:\n%s", logMsgPoolCreated, logDump(rs))
@@ -707,16 +693,16 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 			h := newLogHandler(slog.LevelDebug)
 			f := &fakeConnector{ServiceID: func(int64) pool.ServiceID { return logServiceID }}
 			p, err := pool.New("localhost:27017", f, pool.WithLogger(slog.New(h)), pool.WithLoadBalanced(true))
-			logMust(t, err)
+			must(t, err)
 			defer p.Close()
-			logMust(t, p.Ready())
-			c := logCheckOut(t, p)
-			logMust(t, p.CheckIn(c))
-			logMust(t, p.Clear(pool.ClearOptions{ServiceID: logServiceID}))
+			mustReady(t, p)
+			c := mustCheckOut(t, p)
+			must(t, p.CheckIn(c))
+			must(t, p.Clear(pool.ClearOptions{ServiceID: logServiceID}))
 			// A service the pool has no connection to is cleared as well.
 			other := pool.ServiceID{11: 1}
-			logMust(t, p.Clear(pool.ClearOptions{ServiceID: other}))
-			logMust(t, p.Close())
+			must(t, p.Clear(pool.ClearOptions{ServiceID: other}))
+			must(t, p.Close())
 
 			var ids []string
 			for _, r := range h.records() {
@@ -743,11 +729,11 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			h := newLogHandler(slog.LevelDebug)
 			p, err := pool.New("localhost:27017", &fakeConnector{}, pool.WithLogger(slog.New(h)))
-			logMust(t, err)
+			must(t, err)
 			defer p.Close()
-			logMust(t, p.Ready())
-			logMust(t, p.Clear(pool.ClearOptions{Cause: errLogTest, InterruptInUse: true}))
-			logMust(t, p.Close())
+			mustReady(t, p)
+			must(t, p.Clear(pool.ClearOptions{Cause: errLogTest, InterruptInUse: true}))
+			must(t, p.Close())
 			n := 0
 			for _, r := range h.records() {
 				checkLogRecord(t, r, logExpect{host: "localhost", port: 27017, options: map[string]int64{}})
@@ -787,12 +773,12 @@ func TestLogServerHostAndPort(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newLogHandler(slog.LevelDebug)
 				p, err := pool.New(tc.address, &fakeConnector{}, pool.WithLogger(slog.New(h)))
-				logMust(t, err)
+				must(t, err)
 				defer p.Close()
-				logMust(t, p.Ready())
-				c := logCheckOut(t, p)
-				logMust(t, p.CheckIn(c))
-				logMust(t, p.Close())
+				mustReady(t, p)
+				c := mustCheckOut(t, p)
+				must(t, p.CheckIn(c))
+				must(t, p.Close())
 				rs := h.records()
 				if len(rs) == 0 {
 					t.Fatal("no records")
@@ -816,23 +802,23 @@ func TestLogDisabledForDebug(t *testing.T) {
 		f := &fakeConnector{}
 		p, err := pool.New("localhost:27017", f, pool.WithLogger(slog.New(h)),
 			pool.WithMaxPoolSize(1), pool.WithWaitQueueTimeout(time.Millisecond), pool.WithMaxIdleTime(time.Millisecond))
-		logMust(t, err)
+		must(t, err)
 		defer p.Close()
 		p.CheckOut(context.Background()) // paused: fails
-		logMust(t, p.Ready())
-		c := logCheckOut(t, p)
+		mustReady(t, p)
+		c := mustCheckOut(t, p)
 		p.CheckOut(context.Background()) // times out
 		c.Link().(*fakeLink).fail(errLogTest)
-		logMust(t, p.CheckIn(c))
-		c = logCheckOut(t, p)
-		logMust(t, p.CheckIn(c))
+		must(t, p.CheckIn(c))
+		c = mustCheckOut(t, p)
+		must(t, p.CheckIn(c))
 		time.Sleep(10 * time.Millisecond)
-		logMust(t, p.Clear(pool.ClearOptions{}))
+		must(t, p.Clear(pool.ClearOptions{}))
 		synctest.Wait()
 		f.set(func(f *fakeConnector) { f.FailBeforeHello = errLogTest })
-		logMust(t, p.Ready())
+		mustReady(t, p)
 		p.CheckOut(context.Background()) // establishment fails
-		logMust(t, p.Close())
+		must(t, p.Close())
 		p.CheckOut(context.Background()) // closed
 
 		if n := h.sink.handles.Load(); n != 0 {

@@ -71,7 +71,8 @@ func TestMaintenanceClosesIdleAndStale(t *testing.T) {
 	})
 }
 
-// A negative interval means no maintenance at all.
+// A negative interval means no maintenance at all: nothing establishes for
+// minPoolSize, neither Ready nor the end of a check-out's establishment.
 func TestNegativeIntervalDisablesMaintenance(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeConnector{}
@@ -80,6 +81,12 @@ func TestNegativeIntervalDisablesMaintenance(t *testing.T) {
 		time.Sleep(time.Minute)
 		if f.started.Load() != 0 {
 			t.Fatal("maintenance ran with a negative interval")
+		}
+		mustCheckIn(t, p, mustCheckOut(t, p))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := f.started.Load(); n != 1 {
+			t.Fatalf("%d establishments after one check-out, want 1: minPoolSize was populated with the maintenance disabled", n)
 		}
 	})
 }

@@ -55,7 +55,7 @@ type Pool struct {
 
 	mu         sync.Mutex // protects following fields
 	state      poolState
-	populate   bool    // maintenance may establish for minPoolSize (after PoolReady was emitted)
+	populate   bool    // maintenance may establish for minPoolSize: after PoolReady, if enabled
 	main       service // the generation of a non-load-balanced pool
 	services   map[ServiceID]*service
 	clearCause error   // cause of the last clear, for the errors of a paused pool
@@ -134,10 +134,12 @@ func (p *Pool) Ready() error {
 	p.state = stateReady
 	p.mu.Unlock()
 
-	// The event comes before any background establishment it allows.
+	// The event comes before any background establishment it allows. With
+	// the maintenance disabled there is none: nothing establishes for
+	// minPoolSize, not even the end of an establishment (see establish).
 	p.emitPool(PoolReady, ServiceID{}, false)
 	p.mu.Lock()
-	p.populate = true
+	p.populate = p.cfg.maintenanceInterval > 0
 	p.mu.Unlock()
 	p.runMaintenanceSoon()
 	return nil
@@ -257,11 +259,7 @@ func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
 	case stateClosed:
 		return
 	case statePending:
-		p.pending--
-		if c.forWaiter {
-			c.forWaiter = false
-			p.forWaiters--
-		}
+		p.endPendingLocked(c)
 		if c.cancel != nil {
 			c.cancel()
 		}
@@ -283,6 +281,18 @@ func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
 	p.counts.closed(reason)
 	ob.closed = append(ob.closed, c)
 	p.releaseLinkLocked(c, ob)
+}
+
+// endPendingLocked takes c, whose establishment is over, out of the pending
+// counts, and reports whether it was being established for a check-out.
+func (p *Pool) endPendingLocked(c *Conn) (forWaiter bool) {
+	p.pending--
+	if !c.forWaiter {
+		return false
+	}
+	c.forWaiter = false
+	p.forWaiters--
+	return true
 }
 
 // releaseLinkLocked queues the teardown of c's link, once. While the pool is
@@ -363,11 +373,17 @@ func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox) {
 	p.waiting--
 	w.state, w.conn, w.err = waiterDelivered, c, err
 	if c != nil {
-		c.state = stateInUse
-		p.inUse++
-		p.counts.checkedOut++
+		p.checkOutLocked(c)
 	}
 	ob.addWake(w)
+}
+
+// checkOutLocked counts c, taken from the idle list or just established, as
+// checked out.
+func (p *Pool) checkOutLocked(c *Conn) {
+	c.state = stateInUse
+	p.inUse++
+	p.counts.checkedOut++
 }
 
 // releaseLocked ends a change made under the lock: it serves the wait queue

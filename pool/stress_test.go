@@ -39,9 +39,8 @@ func TestCountsStayConsistentUnderLoad(t *testing.T) {
 			for range 300 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rng.IntN(2000))*time.Microsecond)
 				err := p.Do(ctx, func(c *pool.Conn) error {
-					if other, dup := holders.LoadOrStore(c, w); dup {
+					if _, dup := holders.LoadOrStore(c, w); dup {
 						fail(errors.New("connection handed to two check-outs at once"))
-						_ = other
 					}
 					if rng.IntN(50) == 0 {
 						c.Link().(*fakeLink).fail(errors.New("broken"))

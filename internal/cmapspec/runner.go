@@ -128,7 +128,6 @@ func (r *recorder) waitFor(name string, count int, timeout time.Duration, stop <
 // thread is a thread of a test: a goroutine running the operations sent to
 // it in order, until its first error.
 type thread struct {
-	name string
 	ops  chan operation // buffered for all the operations of the file
 	done chan struct{}  // closed when the goroutine ends
 	err  error          // its first error; read after done
@@ -360,7 +359,6 @@ func (x *run) exec(op operation) error {
 			return runnerErrorf("thread %q was started already", op.target)
 		}
 		th := &thread{
-			name: op.target,
 			ops:  make(chan operation, len(x.f.ops)),
 			done: make(chan struct{}),
 		}
