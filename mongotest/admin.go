@@ -73,14 +73,11 @@ func (s *Server) listDatabases(req *request) (bson.D, error) {
 				bson.E{Key: "sizeOnDisk", Value: info.size},
 				bson.E{Key: "empty", Value: info.empty})
 		}
-		raw, err := bson.Marshal(entry)
-		if err != nil {
-			return nil, err
-		}
+		raw := mustMarshal(entry)
 		if !f.match(raw) {
 			continue
 		}
-		dbs = append(dbs, bson.Raw(raw))
+		dbs = append(dbs, raw)
 		total += info.size
 	}
 	d := bson.D{{Key: "databases", Value: dbs}}
@@ -111,11 +108,7 @@ func (s *Server) listCollections(req *request) (bson.D, error) {
 				bson.E{Key: "options", Value: bson.D{}},
 				bson.E{Key: "info", Value: bson.D{{Key: "readOnly", Value: false}}})
 		}
-		raw, err := bson.Marshal(entry)
-		if err != nil {
-			return nil, err
-		}
-		if f.match(raw) {
+		if raw := mustMarshal(entry); f.match(raw) {
 			batch = append(batch, raw)
 		}
 	}

@@ -50,13 +50,22 @@ func boolArg(cmd bson.Raw, key string, def bool) (bool, error) {
 	if err != nil {
 		return def, nil
 	}
-	if b, ok := v.BooleanOK(); ok {
+	if b, ok := boolValue(v); ok {
 		return b, nil
 	}
-	if i, ok := v.AsInt64OK(); ok { // MongoDB takes numbers as booleans
-		return i != 0, nil
-	}
 	return false, errorf(codeTypeMismatch, "BSON field '%s' is the wrong type '%s', expected type 'bool'", key, v.Type)
+}
+
+// boolValue reads a boolean, or a number as MongoDB takes one: true unless
+// it is zero (so 0.5 is true).
+func boolValue(v bson.RawValue) (b, ok bool) {
+	if b, ok := v.BooleanOK(); ok {
+		return b, true
+	}
+	if f, ok := v.AsFloat64OK(); ok {
+		return f != 0, true
+	}
+	return false, false
 }
 
 // docArg returns the document field key of cmd, an empty document if it is

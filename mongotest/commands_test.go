@@ -29,6 +29,9 @@ func TestCommandErrors(t *testing.T) {
 		{"getMore id type", cmd("x", bson.E{Key: "getMore", Value: int32(1)}, bson.E{Key: "collection", Value: "c"}), 14, "TypeMismatch", ""},
 		{"listDatabases not on admin", cmd("x", bson.E{Key: "listDatabases", Value: 1}), 13, "Unauthorized", ""},
 		{"empty insert", cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{}}), 16, "InvalidLength", ""},
+		{"empty delete", cmd("x", bson.E{Key: "delete", Value: "c"}, bson.E{Key: "deletes", Value: bson.A{}}), 16, "InvalidLength", "Write batch sizes must be between 1 and 100000. Got 0 operations."},
+		{"negative skip in count", cmd("x", bson.E{Key: "count", Value: "c"}, bson.E{Key: "skip", Value: -1}), 2, "BadValue", "skip value must be non-negative, but received: -1"},
+		{"count query not a document", cmd("x", bson.E{Key: "count", Value: "c"}, bson.E{Key: "query", Value: 1}), 14, "TypeMismatch", ""},
 		{"unknown mechanism", cmd("admin", bson.E{Key: "saslStart", Value: 1}, bson.E{Key: "mechanism", Value: "GSSAPI"}, bson.E{Key: "payload", Value: bson.Binary{}}), 334, "MechanismUnavailable", ""},
 		{"saslContinue alone", cmd("admin", bson.E{Key: "saslContinue", Value: 1}, bson.E{Key: "conversationId", Value: 1}, bson.E{Key: "payload", Value: bson.Binary{}}), 17, "ProtocolError", ""},
 	} {
@@ -162,6 +165,12 @@ func TestCursors(t *testing.T) {
 	if b = find(bson.E{Key: "batchSize", Value: 2}, bson.E{Key: "singleBatch", Value: true}); len(b.ids) != 2 || b.id != 0 {
 		t.Errorf("singleBatch: %+v", b)
 	}
+	if b = find(bson.E{Key: "batchSize", Value: 2}, bson.E{Key: "singleBatch", Value: 0.5}); len(b.ids) != 2 || b.id != 0 {
+		t.Errorf("singleBatch 0.5, a number MongoDB takes as true: %+v", b)
+	}
+	if b = find(bson.E{Key: "skip", Value: 1}, bson.E{Key: "limit", Value: -3}); len(b.ids) != 3 || b.ids[0] != 1 || b.id != 0 {
+		t.Errorf("skip 1, limit -3 (one batch of 3): %+v", b)
+	}
 	if b = find(bson.E{Key: "filter", Value: bson.D{{Key: "tags", Value: "odd"}}}); len(b.ids) != 5 || b.ids[0] != 1 {
 		t.Errorf("filter on an array element: %+v", b)
 	}
@@ -183,4 +192,40 @@ func TestCursors(t *testing.T) {
 		t.Errorf("killCursors: %s", reply)
 	}
 	checkError(t, r.run(cmd("x", bson.E{Key: "getMore", Value: b.id}, bson.E{Key: "collection", Value: "c"})), 43, "CursorNotFound")
+}
+
+// TestCount checks count's query, skip and limit, which it reads as find
+// does.
+func TestCount(t *testing.T) {
+	srv := start(t)
+	r := dialRaw(t, srv)
+	var docs bson.A
+	for i := range 10 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "odd", Value: i%2 == 1}})
+	}
+	checkOK(t, r.run(cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: docs})))
+	odd := bson.E{Key: "query", Value: bson.D{{Key: "odd", Value: true}}}
+	for _, tc := range []struct {
+		name   string
+		fields []bson.E
+		want   int64
+	}{
+		{"all", nil, 10},
+		{"query", []bson.E{odd}, 5},
+		{"skip", []bson.E{{Key: "skip", Value: 8}}, 2},
+		{"skip past the end", []bson.E{{Key: "skip", Value: 20}}, 0},
+		{"skip and limit", []bson.E{{Key: "skip", Value: 2}, {Key: "limit", Value: 3}}, 3},
+		{"negative limit", []bson.E{{Key: "limit", Value: -4}}, 4},
+		{"query, skip and a limit beyond", []bson.E{odd, {Key: "skip", Value: 1}, {Key: "limit", Value: 10}}, 4},
+	} {
+		reply := r.run(cmd("x", append([]bson.E{{Key: "count", Value: "c"}}, tc.fields...)...))
+		checkOK(t, reply)
+		if n, _ := reply.Lookup("n").AsInt64OK(); n != tc.want {
+			t.Errorf("%s: %s, want n %d", tc.name, reply, tc.want)
+		}
+	}
+	reply := r.run(cmd("x", bson.E{Key: "count", Value: "none"}))
+	if n, ok := reply.Lookup("n").AsInt64OK(); !ok || n != 0 {
+		t.Errorf("count of a collection that does not exist: %s, want n 0", reply)
+	}
 }

@@ -49,13 +49,10 @@ func (c *conn) serve() {
 	}
 	for {
 		msg, err := wire.ReadMessage(c.nc, MaxMessageSize)
-		if err != nil {
-			if errors.Is(err, wire.ErrProtocol) {
-				c.srv.stats.protocolError()
-			}
-			return
+		if err == nil {
+			err = c.handle(msg)
 		}
-		if err := c.handle(msg); err != nil {
+		if err != nil {
 			if errors.Is(err, wire.ErrProtocol) {
 				c.srv.stats.protocolError()
 			}

@@ -11,12 +11,9 @@ func (s *Server) insert(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	docs, err := docsArg(req, "documents")
+	docs, err := writeBatchArg(req, "documents")
 	if err != nil {
 		return nil, err
-	}
-	if len(docs) == 0 || len(docs) > MaxWriteBatchSize {
-		return nil, errorf(codeInvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", MaxWriteBatchSize, len(docs))
 	}
 	ordered, err := boolArg(req.body, "ordered", true)
 	if err != nil {
@@ -33,12 +30,9 @@ func (s *Server) delete(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	deletes, err := docsArg(req, "deletes")
+	deletes, err := writeBatchArg(req, "deletes")
 	if err != nil {
 		return nil, err
-	}
-	if len(deletes) == 0 || len(deletes) > MaxWriteBatchSize {
-		return nil, errorf(codeInvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", MaxWriteBatchSize, len(deletes))
 	}
 	ordered, err := boolArg(req.body, "ordered", true)
 	if err != nil {
@@ -63,6 +57,16 @@ func (s *Server) delete(req *request) (bson.D, error) {
 	return withWriteErrors(bson.D{{Key: "n", Value: int32(n)}}, errs), nil
 }
 
+// writeBatchArg returns the operations of a write command (docsArg), of
+// which there must be 1 to MaxWriteBatchSize.
+func writeBatchArg(req *request, key string) ([]bson.Raw, error) {
+	ops, err := docsArg(req, key)
+	if err == nil && (len(ops) == 0 || len(ops) > MaxWriteBatchSize) {
+		err = errorf(codeInvalidLength, "Write batch sizes must be between 1 and %d. Got %d operations.", MaxWriteBatchSize, len(ops))
+	}
+	return ops, err
+}
+
 // withWriteErrors adds the writeErrors array to a write command's reply.
 func withWriteErrors(d bson.D, errs []writeError) bson.D {
 	if len(errs) == 0 {
@@ -83,19 +87,7 @@ func withWriteErrors(d bson.D, errs []writeError) bson.D {
 // find runs {find: coll, filter, skip, limit, batchSize, singleBatch}.
 // Sort and projection are ignored: documents come in insertion order, whole.
 func (s *Server) find(req *request) (bson.D, error) {
-	coll, err := collectionArg(req)
-	if err != nil {
-		return nil, err
-	}
-	f, err := filterArg(req.body, "filter")
-	if err != nil {
-		return nil, err
-	}
-	skip, err := nonNegativeArg(req.body, "skip", 0)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := intArg(req.body, "limit", 0)
+	q, err := queryArgs(req, "filter")
 	if err != nil {
 		return nil, err
 	}
@@ -107,12 +99,12 @@ func (s *Server) find(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	limit := q.limit
 	if limit < 0 { // the legacy negative limit: one batch
 		limit, single = -limit, true
 	}
-	ns := req.db + "." + coll
-	docs := s.store.find(req.db, coll, f)
-	docs = docs[min(skip, int64(len(docs))):]
+	ns := req.db + "." + q.coll
+	docs := s.skipped(req.db, q)
 	c := &cursor{ns: ns, docs: docs, left: -1}
 	if limit > 0 {
 		c.left = limit
@@ -193,30 +185,55 @@ func (s *Server) killCursors(req *request) (bson.D, error) {
 
 // count runs {count: coll, query, skip, limit}.
 func (s *Server) count(req *request) (bson.D, error) {
-	coll, err := collectionArg(req)
+	q, err := queryArgs(req, "query")
 	if err != nil {
 		return nil, err
 	}
-	f, err := filterArg(req.body, "query")
-	if err != nil {
-		return nil, err
-	}
-	skip, err := nonNegativeArg(req.body, "skip", 0)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := intArg(req.body, "limit", 0)
-	if err != nil {
-		return nil, err
-	}
+	limit := q.limit
 	if limit < 0 {
 		limit = -limit
 	}
-	n := max(int64(len(s.store.find(req.db, coll, f)))-skip, 0)
+	n := int64(len(s.skipped(req.db, q)))
 	if limit > 0 {
 		n = min(n, limit)
 	}
 	return bson.D{{Key: "n", Value: int32(n)}}, nil
+}
+
+// query holds the arguments find and count share.
+type query struct {
+	coll        string
+	filter      filter
+	skip, limit int64 // limit as given: 0 for none, negative for find's single batch
+}
+
+// queryArgs reads the collection, the filter (in the field filterKey:
+// find's "filter", count's "query"), skip and limit of find or count.
+func queryArgs(req *request, filterKey string) (query, error) {
+	coll, err := collectionArg(req)
+	if err != nil {
+		return query{}, err
+	}
+	f, err := filterArg(req.body, filterKey)
+	if err != nil {
+		return query{}, err
+	}
+	skip, err := nonNegativeArg(req.body, "skip", 0)
+	if err != nil {
+		return query{}, err
+	}
+	limit, err := intArg(req.body, "limit", 0)
+	if err != nil {
+		return query{}, err
+	}
+	return query{coll: coll, filter: f, skip: skip, limit: limit}, nil
+}
+
+// skipped returns the documents of db.q.coll that match q's filter, but for
+// the first q.skip of them, in insertion order.
+func (s *Server) skipped(db string, q query) []bson.Raw {
+	docs := s.store.find(db, q.coll, q.filter)
+	return docs[min(q.skip, int64(len(docs))):]
 }
 
 // drop runs {drop: coll}. Dropping a collection that does not exist

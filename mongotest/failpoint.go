@@ -215,19 +215,29 @@ type failPoints struct {
 // configure runs the configureFailPoint command cmd and returns the count
 // of its reply.
 func (f *failPoints) configure(cmd bson.Raw) (int64, error) {
-	v := cmd.Lookup("configureFailPoint")
-	name, ok := v.StringValueOK()
-	if !ok {
-		return 0, errorf(codeTypeMismatch, "configureFailPoint must be the name of a fail point (a string), not %s", v.Type)
-	}
-	if name != failCommandName {
-		return 0, errorf(codeBadValue, "%s not found: the only fail point of mongotest is %s", name, failCommandName)
+	if err := checkFailPointName(cmd, "configureFailPoint"); err != nil {
+		return 0, err
 	}
 	fc, err := parseFailCommand(cmd)
 	if err != nil {
 		return 0, err
 	}
 	return f.set(fc), nil
+}
+
+// checkFailPointName checks the fail point that cmd, a configureFailPoint or
+// waitForFailPoint command, names in its first field: failCommand, the only
+// one the server has.
+func checkFailPointName(cmd bson.Raw, command string) error {
+	v := cmd.Lookup(command)
+	name, ok := v.StringValueOK()
+	if !ok {
+		return errorf(codeTypeMismatch, "%s must be the name of a fail point (a string), not %s", command, v.Type)
+	}
+	if name != failCommandName {
+		return errorf(codeBadValue, "%s not found: the only fail point of mongotest is %s", name, failCommandName)
+	}
+	return nil
 }
 
 // set replaces the fail point with fc (nil: off) and returns the count.
@@ -638,13 +648,8 @@ func (s *Server) waitForFailPoint(req *request) (bson.D, error) {
 	if req.db != "admin" {
 		return nil, errorf(codeUnauthorized, "waitForFailPoint may only be run against the admin database.")
 	}
-	v := req.body.Lookup("waitForFailPoint")
-	name, ok := v.StringValueOK()
-	if !ok {
-		return nil, errorf(codeTypeMismatch, "waitForFailPoint must be the name of a fail point (a string), not %s", v.Type)
-	}
-	if name != failCommandName {
-		return nil, errorf(codeBadValue, "%s not found: the only fail point of mongotest is %s", name, failCommandName)
+	if err := checkFailPointName(req.body, "waitForFailPoint"); err != nil {
+		return nil, err
 	}
 	tv, err := req.body.LookupErr("timesEntered")
 	if err != nil {
@@ -698,11 +703,8 @@ func fpInt(v bson.RawValue, field string) (int64, error) {
 
 // fpBool reads a bool, or a number as MongoDB takes one.
 func fpBool(v bson.RawValue, field string) (bool, error) {
-	if b, ok := v.BooleanOK(); ok {
+	if b, ok := boolValue(v); ok {
 		return b, nil
-	}
-	if f, ok := v.AsFloat64OK(); ok {
-		return f != 0, nil
 	}
 	return false, errorf(codeTypeMismatch, "%s must be a boolean, not %s", field, v.Type)
 }

@@ -431,11 +431,7 @@ func TestFailPointTimesConcurrent(t *testing.T) {
 // TestFailPointBlock checks that blockConnection delays the command, which
 // then runs, and that closing the server ends a block at once.
 func TestFailPointBlock(t *testing.T) {
-	srv, err := mongotest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := start(t)
 	c := ctx(t)
 	r := dialRaw(t, srv)
 	// A block that then runs the command.
@@ -456,16 +452,7 @@ func TestFailPointBlock(t *testing.T) {
 	if err := srv.WaitForFailPoint(c, 2); err != nil {
 		t.Fatal(err)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- srv.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	case <-c.Done():
-		t.Fatal("Close waited for the blocked command")
-	}
+	closeAndCheck(t, srv) // within testTimeout, and no goroutine left
 	r.expectClosed()
 }
 

@@ -233,11 +233,7 @@ var errFaultClosed = errors.New("mongotest: connection ended by an injected faul
 func (c *conn) writeFaulty(f Fault, msg []byte, name string, compressor int) error {
 	switch f.Kind {
 	case FaultDelay:
-		t := time.NewTimer(f.Delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-c.srv.done:
+		if !sleepUnlessClosed(c.srv.done, f.Delay) {
 			return errFaultClosed
 		}
 	case FaultHang:

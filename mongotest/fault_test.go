@@ -31,16 +31,7 @@ func inject(t *testing.T, srv *mongotest.Server, f mongotest.Fault) (remove func
 // requestID.
 func (r *rawConn) sendPing(c *wire.CompressorID) int32 {
 	r.t.Helper()
-	id := wire.NextRequestID()
-	b := msg(r.t, id, &wire.Msg{Body: marshal(r.t, cmd("admin", bson.E{Key: "ping", Value: 1}))})
-	if c != nil {
-		var err error
-		if b, err = wire.AppendCompressed(nil, b, *c, wire.ZlibDefaultLevel); err != nil {
-			r.t.Fatalf("AppendCompressed: %v", err)
-		}
-	}
-	r.send(b)
-	return id
+	return r.sendMsg(&wire.Msg{Body: marshal(r.t, pingCmd)}, c)
 }
 
 // tryRead reads one message within d, returning the error rather than
@@ -122,10 +113,7 @@ func TestFaultReplies(t *testing.T) {
 				check func(t *testing.T, r *rawConn, id int32)
 			}{
 				{mongotest.FaultWrongResponseTo, func(t *testing.T, r *rawConn, id int32) {
-					raw, err := r.tryRead(5 * time.Second)
-					if err != nil {
-						t.Fatal(err)
-					}
+					raw := r.read()
 					h, reply, err := wire.DecodeReply(raw, 0)
 					if err != nil {
 						t.Fatal(err)
@@ -137,10 +125,7 @@ func TestFaultReplies(t *testing.T) {
 					r.run(cmd("admin", bson.E{Key: "ping", Value: 1})) // the connection stays open
 				}},
 				{mongotest.FaultNotBSON, func(t *testing.T, r *rawConn, id int32) {
-					raw, err := r.tryRead(5 * time.Second)
-					if err != nil {
-						t.Fatal(err)
-					}
+					raw := r.read()
 					h, _ := wire.ParseHeader(raw)
 					wantOp := wire.OpMsg
 					if comp != nil {
@@ -247,19 +232,13 @@ func TestFaultTargets(t *testing.T) {
 	r := dialRaw(t, srv)
 	for _, name := range []string{"hello", "isMaster"} {
 		r.sendPingLike(name)
-		raw, err := r.tryRead(5 * time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := r.read()
 		if _, _, err := wire.DecodeReply(raw, 0); !errors.Is(err, wire.ErrProtocol) {
 			t.Fatalf("%s: DecodeReply: %v; want the garbage reply", name, err)
 		}
 	}
 	r.send(opQuery(77, "admin.$cmd", marshal(t, bson.D{{Key: "ismaster", Value: 1}})))
-	raw, err := r.tryRead(5 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := r.read()
 	doc := bson.Raw(raw[wire.HeaderSize+20:])
 	if h, _ := wire.ParseHeader(raw); h.ResponseTo != 77 || doc.Validate() == nil {
 		t.Fatalf("legacy hello reply %v, document %x: want a framed reply to 77 with a broken document", h, doc)
@@ -271,18 +250,12 @@ func TestFaultTargets(t *testing.T) {
 	inject(t, srv, mongotest.Fault{Kind: mongotest.FaultWrongResponseTo, Commands: []string{"ping"}, Times: 1})
 	inject(t, srv, mongotest.Fault{Kind: mongotest.FaultNotBSON, Times: 1})
 	id := r.sendPing(nil)
-	raw, err = r.tryRead(5 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw = r.read()
 	if h, _, err := wire.DecodeReply(raw, 0); err != nil || h.ResponseTo == id {
 		t.Fatalf("first fault: reply %v, %v; want a valid reply with a wrong responseTo", h, err)
 	}
 	r.sendPing(nil)
-	raw, err = r.tryRead(5 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw = r.read()
 	if _, _, err := wire.DecodeReply(raw, 0); !errors.Is(err, wire.ErrProtocol) {
 		t.Fatalf("second fault: %v; want the garbage reply", err)
 	}
@@ -292,7 +265,7 @@ func TestFaultTargets(t *testing.T) {
 // sendPingLike sends the command name: 1 on admin.
 func (r *rawConn) sendPingLike(name string) {
 	r.t.Helper()
-	r.send(msg(r.t, wire.NextRequestID(), &wire.Msg{Body: marshal(r.t, cmd("admin", bson.E{Key: name, Value: 1}))}))
+	r.sendMsg(&wire.Msg{Body: marshal(r.t, cmd("admin", bson.E{Key: name, Value: 1}))}, nil)
 }
 
 func TestFaultSilentAccept(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -68,11 +67,7 @@ func TestDriverLoadBalancedMismatch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := start(t, tc.opts...)
-			client, err := mongo.Connect(options.Client().ApplyURI(srv.URI() + tc.query).SetServerSelectionTimeout(300 * time.Millisecond))
-			if err != nil {
-				t.Fatalf("Connect: %v", err)
-			}
-			defer client.Disconnect(ctx(t))
+			client := connectWith(t, options.Client().ApplyURI(srv.URI()+tc.query).SetServerSelectionTimeout(300*time.Millisecond))
 			if err := client.Ping(ctx(t), nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Ping: %v; want an error with %q", err, tc.want)
 			}

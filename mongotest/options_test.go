@@ -2,38 +2,47 @@ package mongotest_test
 
 import (
 	"crypto/tls"
+	"strings"
 	"testing"
 
 	"github.com/mongopool/mongopool/mongotest"
 )
 
 // TestOptionErrors checks that Start refuses invalid options, and AddUser
-// invalid users.
+// invalid users, with errors that name the problem.
 func TestOptionErrors(t *testing.T) {
-	for name, opt := range map[string]mongotest.Option{
-		"nil TLS config":     mongotest.WithTLS(nil),
-		"TLS without a cert": mongotest.WithTLS(&tls.Config{}),
-		"unknown compressor": mongotest.WithCompressors("lz4"),
-		"noop compressor":    mongotest.WithCompressors("noop"),
-		"min above max":      mongotest.WithWireVersions(9, 8),
-		"negative min":       mongotest.WithWireVersions(-1, 8),
+	for _, tc := range []struct {
+		name string
+		opt  mongotest.Option
+		want string
+	}{
+		{"nil TLS config", mongotest.WithTLS(nil), "WithTLS: nil *tls.Config"},
+		{"TLS without a cert", mongotest.WithTLS(&tls.Config{}), "WithTLS: the tls.Config has no server certificate"},
+		{"unknown compressor", mongotest.WithCompressors("lz4"), `WithCompressors: unknown compressor "lz4"`},
+		{"noop compressor", mongotest.WithCompressors("noop"), `WithCompressors: unknown compressor "noop"`},
+		{"min above max", mongotest.WithWireVersions(9, 8), "WithWireVersions(9, 8): need 0 <= min <= max"},
+		{"negative min", mongotest.WithWireVersions(-1, 8), "WithWireVersions(-1, 8): need 0 <= min <= max"},
 	} {
-		if srv, err := mongotest.Start(opt); err == nil {
+		srv, err := mongotest.Start(tc.opt)
+		if err == nil {
 			srv.Close()
-			t.Errorf("%s: Start succeeded", name)
+			t.Errorf("%s: Start succeeded", tc.name)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Start: %v; want an error saying %q", tc.name, err, tc.want)
 		}
 	}
 	srv := start(t)
 	for _, tc := range []struct {
 		db, user string
 		mechs    []string
+		want     string
 	}{
-		{"", "u", nil},
-		{"admin", "", nil},
-		{"admin", "u", []string{"MONGODB-CR"}},
+		{"", "u", nil, "AddUser: empty database or user name"},
+		{"admin", "", nil, "AddUser: empty database or user name"},
+		{"admin", "u", []string{"MONGODB-CR"}, `AddUser: unsupported mechanism "MONGODB-CR"`},
 	} {
-		if err := srv.AddUser(tc.db, tc.user, "p", tc.mechs...); err == nil {
-			t.Errorf("AddUser(%q, %q, %v) succeeded", tc.db, tc.user, tc.mechs)
+		if err := srv.AddUser(tc.db, tc.user, "p", tc.mechs...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("AddUser(%q, %q, %v): %v; want an error saying %q", tc.db, tc.user, tc.mechs, err, tc.want)
 		}
 	}
 }

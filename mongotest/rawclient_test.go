@@ -84,9 +84,9 @@ func (r *rawConn) read() []byte {
 	return b
 }
 
-// roundTrip sends the OP_MSG m (compressed with c unless c is nil) and
-// returns the reply's header, as received, and body.
-func (r *rawConn) roundTrip(m *wire.Msg, c *wire.CompressorID) (wire.Header, bson.Raw) {
+// sendMsg sends the OP_MSG m, compressed with c unless c is nil, and
+// returns its requestID.
+func (r *rawConn) sendMsg(m *wire.Msg, c *wire.CompressorID) int32 {
 	r.t.Helper()
 	id := wire.NextRequestID()
 	b := msg(r.t, id, m)
@@ -97,16 +97,24 @@ func (r *rawConn) roundTrip(m *wire.Msg, c *wire.CompressorID) (wire.Header, bso
 		}
 	}
 	r.send(b)
-	raw := r.read()
-	h, _ := wire.ParseHeader(raw)
-	_, reply, err := wire.DecodeReply(raw, 0)
+	return id
+}
+
+// roundTrip sends the OP_MSG m (compressed with c unless c is nil) and
+// returns the reply as received, and its body, once it checked that the
+// reply answers m.
+func (r *rawConn) roundTrip(m *wire.Msg, c *wire.CompressorID) (raw []byte, body bson.Raw) {
+	r.t.Helper()
+	id := r.sendMsg(m, c)
+	raw = r.read()
+	h, reply, err := wire.DecodeReply(raw, 0)
 	if err != nil {
 		r.t.Fatalf("decoding the reply: %v", err)
 	}
 	if h.ResponseTo != id {
 		r.t.Fatalf("reply responseTo %d, want %d", h.ResponseTo, id)
 	}
-	return h, reply.Body
+	return raw, reply.Body
 }
 
 // run sends the command cmd (a bson.D with $db) and returns the reply.

@@ -87,19 +87,11 @@ func TestCompressedReplies(t *testing.T) {
 	r2.expectClosed()
 }
 
-// compressedReply sends m compressed with c and returns the raw reply.
+// compressedReply sends m compressed with c and returns the raw reply,
+// which must succeed.
 func compressedReply(t *testing.T, r *rawConn, m *wire.Msg, c wire.CompressorID) []byte {
 	t.Helper()
-	b, err := wire.AppendCompressed(nil, msg(t, 3, m), c, wire.ZlibDefaultLevel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.send(b)
-	raw := r.read()
-	_, reply, err := wire.DecodeReply(raw, 0)
-	if err != nil {
-		t.Fatalf("decoding the reply: %v", err)
-	}
-	checkOK(t, reply.Body)
+	raw, body := r.roundTrip(m, &c)
+	checkOK(t, body)
 	return raw
 }

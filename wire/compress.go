@@ -27,12 +27,9 @@ const compressedHeaderSize = 4 + 4 + 1
 // compressed at all is the caller's decision: see Compressible. On error
 // dst is returned unchanged.
 func AppendCompressed(dst, msg []byte, c CompressorID, zlibLevel int) ([]byte, error) {
-	h, err := ParseHeader(msg)
+	h, err := checkOutgoing("AppendCompressed", msg)
 	if err != nil {
-		return dst, fmt.Errorf("wire: AppendCompressed: %d bytes do not form a message", len(msg))
-	}
-	if int64(h.MessageLength) != int64(len(msg)) {
-		return dst, fmt.Errorf("wire: AppendCompressed: header declares %d bytes but the message holds %d", h.MessageLength, len(msg))
+		return dst, err
 	}
 	if h.OpCode == OpCompressed {
 		return dst, fmt.Errorf("wire: AppendCompressed: message is already OP_COMPRESSED")

@@ -80,15 +80,25 @@ func checkLength(length, maxMessageSize int32) error {
 // AppendCompressed build it, to w. It refuses a msg whose header does not
 // declare its length, so a corrupt buffer never reaches the peer.
 func WriteMessage(w io.Writer, msg []byte) error {
-	h, err := ParseHeader(msg)
-	if err != nil {
-		return fmt.Errorf("wire: WriteMessage: %d bytes do not form a message", len(msg))
-	}
-	if int64(h.MessageLength) != int64(len(msg)) {
-		return fmt.Errorf("wire: WriteMessage: header declares %d bytes but the message holds %d", h.MessageLength, len(msg))
+	if _, err := checkOutgoing("WriteMessage", msg); err != nil {
+		return err
 	}
 	if _, err := w.Write(msg); err != nil {
 		return fmt.Errorf("wire: writing message: %w", err)
 	}
 	return nil
+}
+
+// checkOutgoing parses the header of msg, a message the caller built, and
+// checks that it declares len(msg). The errors name fn and are not protocol
+// errors: the bytes are the caller's, not a peer's.
+func checkOutgoing(fn string, msg []byte) (Header, error) {
+	h, err := ParseHeader(msg)
+	if err != nil {
+		return h, fmt.Errorf("wire: %s: %d bytes do not form a message", fn, len(msg))
+	}
+	if int64(h.MessageLength) != int64(len(msg)) {
+		return h, fmt.Errorf("wire: %s: header declares %d bytes but the message holds %d", fn, h.MessageLength, len(msg))
+	}
+	return h, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/iotest"
 
@@ -248,7 +249,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		out := map[string][]byte{}
 		for name, b := range msgs {
 			for _, p := range prefixes {
-				if len(name) >= len(p) && name[:len(p)] == p {
+				if strings.HasPrefix(name, p) {
 					out[name] = b
 				}
 			}
