@@ -70,7 +70,7 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 			name:   "TLS handshake reset",
 			setup:  bpResettingListener(true),
 			labels: true,
-			check:  bpWantTLSError(syscall.ECONNRESET, syscall.EPIPE),
+			check:  bpWantStepError("TLS handshake", syscall.ECONNRESET, syscall.EPIPE),
 		},
 		{
 			name:   "TLS handshake timeout",
@@ -82,13 +82,13 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 			name:   "hello connection closed by failCommand closeConnection",
 			setup:  bpHelloFailPoint(mongotest.FailPoint{CloseConnection: true}),
 			labels: true,
-			check:  bpWantHelloError(io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET),
+			check:  bpWantStepError("hello", io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET),
 		},
 		{
 			name:   "hello reset in the middle of the reply",
 			setup:  bpHelloFault(mongotest.FaultResetMidReply),
 			labels: true,
-			check:  bpWantHelloError(syscall.ECONNRESET),
+			check:  bpWantStepError("hello", syscall.ECONNRESET),
 		},
 		{
 			// Blocked for longer than the test runs: connectTimeoutMS ends
@@ -282,10 +282,7 @@ func bpHelloFailPoint(fp mongotest.FailPoint) func(t *testing.T) string {
 // hello, which carries the first SCRAM step speculatively, has succeeded by
 // then.
 func bpSaslContinueFailPoint(t *testing.T) string {
-	s := server(t)
-	if err := s.AddUser("admin", "alice", "right-password"); err != nil {
-		t.Fatal(err)
-	}
+	s := aliceServer(t, "right-password")
 	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"saslContinue"}, CloseConnection: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,21 +292,14 @@ func bpSaslContinueFailPoint(t *testing.T) string {
 // bpWrongPassword returns the URI of a server with a user, and the wrong
 // password for it.
 func bpWrongPassword(t *testing.T) string {
-	s := server(t)
-	if err := s.AddUser("admin", "alice", "right-password"); err != nil {
-		t.Fatal(err)
-	}
-	return "mongodb://alice:wrong-password@" + s.Addr() + "/?authMechanism=SCRAM-SHA-256"
+	return "mongodb://alice:wrong-password@" + aliceServer(t, "right-password").Addr() + "/?authMechanism=SCRAM-SHA-256"
 }
 
 // bpSaslContinueReset returns the URI of a server that resets the connection
 // when it answers saslContinue: the hello (which carries the first SCRAM
 // step, speculatively) has succeeded by then.
 func bpSaslContinueReset(t *testing.T) string {
-	s := server(t)
-	if err := s.AddUser("admin", "alice", "right-password"); err != nil {
-		t.Fatal(err)
-	}
+	s := aliceServer(t, "right-password")
 	if _, err := s.InjectFault(mongotest.Fault{Kind: mongotest.FaultResetMidReply, Commands: []string{"saslContinue"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -375,12 +365,13 @@ func bpWantDialOrHelloError(causes ...error) func(*testing.T, error) {
 	}
 }
 
-// bpWantHelloError checks that the hello failed, with one of causes.
-func bpWantHelloError(causes ...error) func(*testing.T, error) {
+// bpWantStepError checks that the step (as the error names it: "hello",
+// "TLS handshake") failed, with one of causes.
+func bpWantStepError(step string, causes ...error) func(*testing.T, error) {
 	return func(t *testing.T, err error) {
 		t.Helper()
-		if !strings.Contains(err.Error(), "hello") || !bpIsAny(err, causes...) {
-			t.Fatalf("error %v, want the hello to fail with one of %v", err, causes)
+		if !strings.Contains(err.Error(), step) || !bpIsAny(err, causes...) {
+			t.Fatalf("error %v, want the %s to fail with one of %v", err, step, causes)
 		}
 	}
 }
@@ -391,16 +382,6 @@ func bpWantHelloTimeout(t *testing.T, err error) {
 	var ne net.Error
 	if !strings.Contains(err.Error(), "hello") || !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("error %v, want the hello to time out", err)
-	}
-}
-
-// bpWantTLSError checks that the TLS handshake failed, with one of causes.
-func bpWantTLSError(causes ...error) func(*testing.T, error) {
-	return func(t *testing.T, err error) {
-		t.Helper()
-		if !strings.Contains(err.Error(), "TLS handshake") || !bpIsAny(err, causes...) {
-			t.Fatalf("error %v, want the TLS handshake to fail with one of %v", err, causes)
-		}
 	}
 }
 

@@ -8,12 +8,9 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
@@ -23,41 +20,6 @@ import (
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 )
-
-// faultEvents records a pool's events.
-type faultEvents struct {
-	mu     sync.Mutex
-	events []pool.Event
-}
-
-func (r *faultEvents) handle(e pool.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-// of returns the events of type typ, for connection id unless id is 0.
-func (r *faultEvents) of(typ pool.EventType, id int64) []pool.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []pool.Event
-	for _, e := range r.events {
-		if e.Type == typ && (id == 0 || e.ConnectionID == id) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// last returns the last event of type typ.
-func (r *faultEvents) last(t *testing.T, typ pool.EventType) pool.Event {
-	t.Helper()
-	all := r.of(typ, 0)
-	if len(all) == 0 {
-		t.Fatalf("no %v event", typ)
-	}
-	return all[len(all)-1]
-}
 
 // faultInject injects f into s until the test ends or remove is called.
 func faultInject(t *testing.T, s *mongotest.Server, f mongotest.Fault) (remove func()) {
@@ -78,16 +40,6 @@ func faultCheckStats(t *testing.T, st pool.Stats) {
 		st.InUse != 0 || st.Pending != 0 || st.CheckedOut != st.CheckedIn {
 		t.Fatalf("inconsistent stats after the fault: %+v", st)
 	}
-}
-
-// pingCmd is a ping with its $db, as a connection's RoundTrip takes it.
-func pingCmd(t *testing.T) bson.Raw {
-	t.Helper()
-	b, err := bson.Marshal(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // A fault in the reply to a command, through Open's pool: the error names
@@ -132,12 +84,12 @@ func TestFaultsInReplies(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				leakcheck.Check(t)
 				s := server(t)
-				var rec faultEvents
+				rec := newE2EEventLog()
 				uri := s.URI() + "?maxPoolSize=2" + tc.query
 				if comp != "" {
 					uri += "&compressors=" + comp
 				}
-				p := open(t, uri, pool.WithEventHandler(rec.handle))
+				p := open(t, uri, pool.WithEventHandler(rec.handler))
 				fault := tc.fault
 				fault.Commands = []string{"ping"} // not the handshake
 				remove := faultInject(t, s, fault)
@@ -173,7 +125,7 @@ func TestFaultsInReplies(t *testing.T) {
 				_, err := p.RunCommand(call(), "admin", ping)
 				checkErr(err)
 				out := rec.last(t, pool.ConnectionCheckedOut)
-				closed := rec.of(pool.ConnectionClosed, out.ConnectionID)
+				closed := rec.filter(e2eClosedConn(out.ConnectionID))
 				if len(closed) != 1 || closed[0].Reason != pool.ReasonError || !errors.Is(closed[0].Err, tc.is) {
 					t.Fatalf("ConnectionClosed events of connection %d: %+v; want one with reason error and the fault's error", out.ConnectionID, closed)
 				}
@@ -187,14 +139,14 @@ func TestFaultsInReplies(t *testing.T) {
 				var link *connection.Conn
 				err = p.Do(call(), func(c *connection.Conn) error {
 					link = c
-					_, err := c.RoundTrip(call(), pingCmd(t))
+					_, err := c.RoundTrip(call(), pingCmd)
 					return err
 				})
 				checkErr(err)
 				if link == nil || !errors.Is(link.Err(), tc.is) {
 					t.Fatalf("the connection's Err is %v after the fault; want it broken by the fault", link.Err())
 				}
-				if _, err := link.RoundTrip(ctx(t), pingCmd(t)); err == nil || !strings.Contains(err.Error(), "no longer usable") {
+				if _, err := link.RoundTrip(ctx(t), pingCmd); err == nil || !strings.Contains(err.Error(), "no longer usable") {
 					t.Fatalf("a broken connection ran a command: %v", err)
 				}
 				if st := p.Stats(); st.ClosedError != 2 || st.Created != 2 {
@@ -289,8 +241,8 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 			}
 			s := server(t, opts...)
 			cfg.Address = s.Addr()
-			var rec faultEvents
-			p, err := pool.New(s.Addr(), mongopool.NewConnector(cfg), pool.WithEventHandler(rec.handle))
+			rec := newE2EEventLog()
+			p, err := pool.New(s.Addr(), mongopool.NewConnector(cfg), pool.WithEventHandler(rec.handler))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +276,7 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 				t.Fatalf("error %v: Timeout() should be %v", err, tc.timeout)
 			}
 			failed := rec.last(t, pool.ConnectionCheckOutFailed)
-			closed := rec.of(pool.ConnectionClosed, cerr.ConnectionID)
+			closed := rec.filter(e2eClosedConn(cerr.ConnectionID))
 			if failed.Reason != pool.ReasonConnectionError || len(closed) != 1 || closed[0].Reason != pool.ReasonError || !errors.Is(closed[0].Err, tc.is) {
 				t.Fatalf("check-out failed with %+v, connection %d closed with %+v; want reasons connectionError and error", failed, cerr.ConnectionID, closed)
 			}
@@ -350,7 +302,7 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 				t.Fatalf("establishing after the fault: %v", err)
 			}
 			for _, c := range []*pool.Conn{c1, c2} {
-				if _, err := c.Link().(*connection.Conn).RoundTrip(ctx(t), pingCmd(t)); err != nil {
+				if _, err := c.Link().(*connection.Conn).RoundTrip(ctx(t), pingCmd); err != nil {
 					t.Fatal(err)
 				}
 				p.CheckIn(c)
@@ -375,10 +327,13 @@ func injectFn(f mongotest.Fault) func(t *testing.T, s *mongotest.Server) func() 
 func TestFaultHangCanceled(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
-	var rec faultEvents
-	p := open(t, s.URI(), pool.WithEventHandler(rec.handle))
-	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"ping"}})
-	pingsBefore := s.Stats().Commands["ping"]
+	rec := newE2EEventLog()
+	p := open(t, s.URI(), pool.WithEventHandler(rec.handler))
+	// The fail point holds the ping for longer than the test runs (the
+	// server's Close ends the block), and tells when it holds it.
+	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"ping"}, BlockTime: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	testCtx := ctx(t)
 	c, cancel := context.WithCancel(testCtx)
 	defer cancel()
@@ -387,16 +342,13 @@ func TestFaultHangCanceled(t *testing.T) {
 		_, err := p.RunCommand(c, "admin", ping)
 		done <- err
 	}()
-	// Cancel once the server holds the ping: nothing announces that but
-	// its counters.
-	for s.Stats().Commands["ping"] == pingsBefore {
-		select {
-		case err := <-done:
-			t.Fatalf("the command ended before it was canceled: %v", err)
-		case <-testCtx.Done():
-			t.Fatal("the server never received the ping")
-		case <-time.After(time.Millisecond):
-		}
+	if err := s.WaitForFailPoint(testCtx, 1); err != nil {
+		t.Fatalf("the server never held the ping: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the command ended before it was canceled: %v", err)
+	default:
 	}
 	cancel()
 	var err error
@@ -408,7 +360,7 @@ func TestFaultHangCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "reading the reply") {
 		t.Fatalf("error %v; want context.Canceled while reading the reply", err)
 	}
-	closed := rec.of(pool.ConnectionClosed, 0)
+	closed := rec.filter(func(e pool.Event) bool { return e.Type == pool.ConnectionClosed })
 	if len(closed) != 1 || closed[0].Reason != pool.ReasonError {
 		t.Fatalf("ConnectionClosed events %+v; want one with reason error", closed)
 	}

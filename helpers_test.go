@@ -1,11 +1,13 @@
 package mongopool_test
 
 import (
+	"context"
 	"net"
 	"sync"
 	"testing"
 
 	"github.com/mongopool/mongopool/internal/leakcheck"
+	"github.com/mongopool/mongopool/pool"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: pools, the
@@ -77,4 +79,78 @@ func rawListener(t *testing.T, serve func(net.Conn)) string {
 		wg.Wait()
 	})
 	return l.Addr().String()
+}
+
+// e2eEventLog records a pool's events, in order, and lets a test wait for one.
+type e2eEventLog struct {
+	mu      sync.Mutex
+	events  []pool.Event
+	changed chan struct{}
+}
+
+func newE2EEventLog() *e2eEventLog { return &e2eEventLog{changed: make(chan struct{}, 1)} }
+
+// handler is the function to give pool.WithEventHandler.
+func (l *e2eEventLog) handler(e pool.Event) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// all returns the events so far.
+func (l *e2eEventLog) all() []pool.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]pool.Event(nil), l.events...)
+}
+
+// filter returns the events so far that match.
+func (l *e2eEventLog) filter(match func(pool.Event) bool) []pool.Event {
+	var out []pool.Event
+	for _, e := range l.all() {
+		if match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// last returns the last event of type typ.
+func (l *e2eEventLog) last(t *testing.T, typ pool.EventType) pool.Event {
+	t.Helper()
+	all := l.filter(func(e pool.Event) bool { return e.Type == typ })
+	if len(all) == 0 {
+		t.Fatalf("no %v event; events: %v", typ, l.all())
+	}
+	return all[len(all)-1]
+}
+
+// waitFor waits until an event matches, and returns the first that does.
+func (l *e2eEventLog) waitFor(ctx context.Context, t *testing.T, what string, match func(pool.Event) bool) pool.Event {
+	t.Helper()
+	return l.waitN(ctx, t, what, 1, match)[0]
+}
+
+// waitN waits until n events match, and returns those that do.
+func (l *e2eEventLog) waitN(ctx context.Context, t *testing.T, what string, n int, match func(pool.Event) bool) []pool.Event {
+	t.Helper()
+	for {
+		if m := l.filter(match); len(m) >= n {
+			return m
+		}
+		select {
+		case <-l.changed:
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; events: %v", what, ctx.Err(), l.all())
+		}
+	}
+}
+
+// e2eClosedConn matches the ConnectionClosed event of connection id.
+func e2eClosedConn(id int64) func(pool.Event) bool {
+	return func(e pool.Event) bool { return e.Type == pool.ConnectionClosed && e.ConnectionID == id }
 }

@@ -197,71 +197,9 @@ func (p *lbProxy) waitEnded(ctx context.Context, t *testing.T, backend, n int) {
 	}
 }
 
-// e2eEventLog records a pool's events, in order, and lets a test wait for one.
-type e2eEventLog struct {
-	mu      sync.Mutex
-	events  []pool.Event
-	changed chan struct{}
-}
-
-func newE2EEventLog() *e2eEventLog { return &e2eEventLog{changed: make(chan struct{}, 1)} }
-
-// handler is the function to give pool.WithEventHandler.
-func (l *e2eEventLog) handler(e pool.Event) {
-	l.mu.Lock()
-	l.events = append(l.events, e)
-	l.mu.Unlock()
-	select {
-	case l.changed <- struct{}{}:
-	default:
-	}
-}
-
-// all returns the events so far.
-func (l *e2eEventLog) all() []pool.Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]pool.Event(nil), l.events...)
-}
-
-// filter returns the events so far that match.
-func (l *e2eEventLog) filter(match func(pool.Event) bool) []pool.Event {
-	var out []pool.Event
-	for _, e := range l.all() {
-		if match(e) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// waitFor waits until an event matches, and returns it.
-func (l *e2eEventLog) waitFor(ctx context.Context, t *testing.T, what string, match func(pool.Event) bool) pool.Event {
-	t.Helper()
-	for {
-		if m := l.filter(match); len(m) > 0 {
-			return m[0]
-		}
-		select {
-		case <-l.changed:
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; events: %v", what, ctx.Err(), l.all())
-		}
-	}
-}
-
-// e2eClosedConn matches the ConnectionClosed event of connection id.
-func e2eClosedConn(id int64) func(pool.Event) bool {
-	return func(e pool.Event) bool { return e.Type == pool.ConnectionClosed && e.ConnectionID == id }
-}
-
 // lbPingOn runs a ping on a checked-out connection.
 func lbPingOn(ctx context.Context, c *pool.Conn) error {
-	cmd, err := bson.Marshal(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
-	if err != nil {
-		return err
-	}
-	_, err = c.Link().(*connection.Conn).RoundTrip(ctx, cmd)
+	_, err := c.Link().(*connection.Conn).RoundTrip(ctx, pingCmd)
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/auth"
 	"github.com/mongopool/mongopool/connection"
@@ -247,16 +248,9 @@ func withDB(cmd any, db string) (bson.Raw, error) {
 	}
 	out := make([]byte, 0, len(raw)+len(db)+10)
 	out = append(out, raw[:len(raw)-1]...) // without the terminating 0
-	out = append(out, 0x02)                // string
-	out = append(out, "$db"...)
+	out = bsoncore.AppendStringElement(out, "$db", db)
 	out = append(out, 0)
-	n := int32(len(db) + 1)
-	out = append(out, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
-	out = append(out, db...)
-	out = append(out, 0, 0)
-	l := int32(len(out))
-	out[0], out[1], out[2], out[3] = byte(l), byte(l>>8), byte(l>>16), byte(l>>24)
-	return out, nil
+	return bsoncore.UpdateLength(out, 0, int32(len(out))), nil
 }
 
 // Warnings returns what the connection string had that the URI

@@ -31,6 +31,16 @@ func server(t *testing.T, opts ...mongotest.Option) *mongotest.Server {
 	return s
 }
 
+// aliceServer is server with the user alice, of password password, on admin.
+func aliceServer(t *testing.T, password string, opts ...mongotest.Option) *mongotest.Server {
+	t.Helper()
+	s := server(t, opts...)
+	if err := s.AddUser("admin", "alice", password); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -48,6 +58,15 @@ func open(t *testing.T, uri string, opts ...pool.Option) *mongopool.Pool {
 }
 
 var ping = bson.D{{Key: "ping", Value: 1}}
+
+// pingCmd is ping with its $db, as a connection's RoundTrip takes it.
+var pingCmd = func() bson.Raw {
+	b, err := bson.Marshal(bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 // Open, then a command: the three lines a user needs.
 func TestOpenAndRunCommand(t *testing.T) {
@@ -104,8 +123,7 @@ func TestOpenAuthenticates(t *testing.T) {
 // A failed authentication is an auth error, never labelled as overload, and
 // the password appears nowhere in it.
 func TestOpenWrongPassword(t *testing.T) {
-	s := server(t)
-	s.AddUser("admin", "alice", "right-password")
+	s := aliceServer(t, "right-password")
 	_, err := mongopool.Open(ctx(t), "mongodb://alice:Wr0ngPa55@"+s.Addr()+"/")
 	var ae *auth.Error
 	var ce *pool.ConnectionError
@@ -238,6 +256,7 @@ func TestOpenWarnings(t *testing.T) {
 func TestOpenConcurrent(t *testing.T) {
 	s := server(t)
 	p := open(t, s.URI()+"?maxPoolSize=4&compressors=snappy")
+	c := ctx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for w := range 32 {
@@ -246,7 +265,7 @@ func TestOpenConcurrent(t *testing.T) {
 			defer wg.Done()
 			for i := range 20 {
 				doc := bson.D{{Key: "w", Value: w}, {Key: "i", Value: i}}
-				if _, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc}}}); err != nil {
+				if _, err := p.RunCommand(c, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc}}}); err != nil {
 					errs <- err
 					return
 				}

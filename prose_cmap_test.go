@@ -64,16 +64,7 @@ func proseCheckOptions(t *testing.T, events *e2eEventLog, p *mongopool.Pool) {
 func proseCheckBehaviour(t *testing.T, events *e2eEventLog, p *mongopool.Pool, readyBefore int) {
 	t.Helper()
 	ctx := ctx(t)
-	for {
-		if len(events.filter(proseIsReady)) >= readyBefore+2 {
-			break
-		}
-		select {
-		case <-events.changed:
-		case <-ctx.Done():
-			t.Fatalf("minPoolSize=2: the pool did not establish 2 connections: %v", events.all())
-		}
-	}
+	events.waitN(ctx, t, "the 2 connections of minPoolSize=2", readyBefore+2, proseIsReady)
 	var held []*pool.Conn
 	defer func() {
 		for _, c := range held {
@@ -233,11 +224,7 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 // whether the set-up failed on the network or in authentication.
 func TestProseCMAP5CheckOutFailsOnConnectionError(t *testing.T) {
 	wrongPassword := func(t *testing.T) string {
-		s := server(t)
-		if err := s.AddUser("admin", "alice", "right-password"); err != nil {
-			t.Fatal(err)
-		}
-		return "mongodb://alice:wrong@" + s.Addr() + "/"
+		return "mongodb://alice:wrong@" + aliceServer(t, "right-password").Addr() + "/"
 	}
 	for _, tc := range []struct {
 		name       string

@@ -120,7 +120,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 	}
 
 	// Nothing listens: New still succeeds, the command fails.
-	p2 := sdamNew(t, "mongodb://"+refusedAddr(t)+"/?connectTimeoutMS=2000")
+	p2 := sdamNew(t, refusedURI(t)+"?connectTimeoutMS=2000")
 	if _, err := p2.RunCommand(ctx(t), "admin", ping); err == nil {
 		t.Fatal("a command against nothing succeeded")
 	}
@@ -130,27 +130,13 @@ func TestNewDoesNotConnect(t *testing.T) {
 	}
 }
 
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	s, err := mongotest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := s.Addr()
-	s.Close()
-	return addr
-}
-
 // A network error during authentication (the fail point closes the
 // connection on saslContinue) marks the server unknown: the pool is cleared
 // and paused, check-outs fail with a retryable PoolClearedError, and one of
 // them makes the monitor check the server, which answers, and the pool is
 // ready again. A user's establish-error handler still runs.
 func TestSDAMAuthErrorClearsUntilServerAnswers(t *testing.T) {
-	s := server(t)
-	if err := s.AddUser("admin", "alice", "secret"); err != nil {
-		t.Fatal(err)
-	}
+	s := aliceServer(t, "secret")
 	rec := newSDAMEvents()
 	var mu sync.Mutex
 	var userSaw []error
@@ -198,10 +184,7 @@ func TestSDAMAuthErrorClearsUntilServerAnswers(t *testing.T) {
 // Without any check-out, the monitor checks the server every
 // heartbeatFrequencyMS, and the pool becomes ready again.
 func TestSDAMHeartbeatRecovers(t *testing.T) {
-	s := server(t)
-	if err := s.AddUser("admin", "alice", "secret"); err != nil {
-		t.Fatal(err)
-	}
+	s := aliceServer(t, "secret")
 	rec := newSDAMEvents()
 	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-hb&heartbeatFrequencyMS=500", pool.WithEventHandler(rec.handle))
 	rec.takeNewsReady(t)
@@ -314,10 +297,7 @@ func TestSDAMStaleErrorDoesNotClearAgain(t *testing.T) {
 // nothing.
 func TestSDAMLoadBalanced(t *testing.T) {
 	sid := bson.NewObjectID()
-	s := server(t, mongotest.WithLoadBalanced(sid))
-	if err := s.AddUser("admin", "alice", "secret"); err != nil {
-		t.Fatal(err)
-	}
+	s := aliceServer(t, "secret", mongotest.WithLoadBalanced(sid))
 	rec := newSDAMEvents()
 	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?loadBalanced=true&appName=sdam-lb", pool.WithEventHandler(rec.handle))
 

@@ -133,12 +133,29 @@ func TestHangingServer(t *testing.T) {
 		t.Fatalf("socket timeout: %v", err)
 	}
 
-	c = dial(t, addr, 0)
+	// Close once the server holds the command: the client is reading the
+	// reply, or about to.
+	held := make(chan struct{}, 1)
+	s = startRaw(t, func(int32) (bson.Raw, int32) { held <- struct{}{}; return nil, 0 })
+	c = dial(t, s.l.Addr().String(), 0)
 	done := make(chan error, 1)
 	go func() { _, err := c.RoundTrip(context.Background(), ping); done <- err }()
-	time.Sleep(20 * time.Millisecond) // let it block in the read; Close must work whenever it comes
+	wait := time.NewTimer(10 * time.Second)
+	defer wait.Stop()
+	select {
+	case <-held:
+	case err := <-done:
+		t.Fatalf("the command ended before the server got it: %v", err)
+	case <-wait.C:
+		t.Fatal("the server never got the command")
+	}
 	c.Close()
-	if err := <-done; err == nil || c.Err() == nil {
-		t.Fatalf("Close during a command: %v", err)
+	select {
+	case err := <-done:
+		if err == nil || c.Err() == nil {
+			t.Fatalf("Close during a command: %v", err)
+		}
+	case <-wait.C:
+		t.Fatal("Close did not end the command")
 	}
 }

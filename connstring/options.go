@@ -3,6 +3,7 @@ package connstring
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -94,7 +95,7 @@ var optionDefs = []*optionDef{
 		for _, name := range strings.Split(v, ",") {
 			switch name {
 			case "snappy", "zlib", "zstd":
-				if !contains(list, name) {
+				if !slices.Contains(list, name) {
 					list = append(list, name)
 				}
 			default:
@@ -131,24 +132,8 @@ var optionDefs = []*optionDef{
 		0, maxInt32, "must be a non-negative integer")},
 	{name: "maxConnecting", apply: intOption(func(c *ConnString) **int { return &c.MaxConnecting },
 		1, maxInt32, "must be a positive integer")},
-	{name: "tls", apply: func(p *parser, v string) error {
-		b, err := parseBool(v)
-		if err != nil {
-			return err
-		}
-		p.tlsValues = append(p.tlsValues, b)
-		p.cs.TLS = &b
-		return nil
-	}},
-	{name: "ssl", aliasOf: "tls", apply: func(p *parser, v string) error {
-		b, err := parseBool(v)
-		if err != nil {
-			return err
-		}
-		p.tlsValues = append(p.tlsValues, b)
-		p.cs.TLS = &b
-		return nil
-	}},
+	{name: "tls", apply: tlsOption},
+	{name: "ssl", aliasOf: "tls", apply: tlsOption},
 	{name: "tlsCAFile", apply: stringOption(func(c *ConnString) *string { return &c.TLSCAFile })},
 	{name: "tlsCertificateKeyFile", apply: stringOption(func(c *ConnString) *string { return &c.TLSCertificateKeyFile })},
 	{name: "tlsCertificateKeyFilePassword", secret: true,
@@ -227,9 +212,9 @@ var optionDefs = []*optionDef{
 	{name: "wTimeoutMS", apply: msOption(func(c *ConnString) **time.Duration { return &c.WTimeout },
 		0, maxDurationMS, "must be a non-negative integer")},
 	{name: "wtimeout", aliasOf: "wTimeoutMS", apply: func(p *parser, v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > maxDurationMS {
-			return invalid("must be a non-negative integer")
+		n, err := parseIntRange(v, 0, maxDurationMS, "must be a non-negative integer")
+		if err != nil {
+			return err
 		}
 		d := time.Duration(n) * time.Millisecond
 		p.wtimeout = &d
@@ -258,15 +243,6 @@ var optionsByKey = func() map[string]*optionDef {
 	return m
 }()
 
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
-}
-
 // parseBool accepts "true" and "false" only: the alternative spellings of
 // the specification ("1", "yes", ...) are a legacy that it allows but does
 // not require, and they get a warning.
@@ -278,6 +254,18 @@ func parseBool(v string) (bool, error) {
 		return false, nil
 	}
 	return false, invalid(`must be "true" or "false"`)
+}
+
+// tlsOption applies tls and its alias ssl. Every valid value is kept, so that
+// validateOptions can refuse the two given with different values.
+func tlsOption(p *parser, v string) error {
+	b, err := parseBool(v)
+	if err != nil {
+		return err
+	}
+	p.tlsValues = append(p.tlsValues, b)
+	p.cs.TLS = &b
+	return nil
 }
 
 func boolOption(field func(*ConnString) **bool) func(*parser, string) error {

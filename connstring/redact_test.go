@@ -119,15 +119,14 @@ func TestRedactionSuccess(t *testing.T) {
 			t.Errorf("%s: %v", tt.uri, err)
 			continue
 		}
-		if got := cs.Redacted(); got != tt.redacted && !strings.Contains(tt.redacted, "S3cr3t") {
+		if got := cs.Redacted(); got != tt.redacted {
 			t.Errorf("Redacted() = %q, want %q", got, tt.redacted)
 		}
 		if strings.Contains(tt.redacted, "maxPoolSize=S3cr3t") {
-			// The secret pieces are in a non-secret option on purpose: only
-			// check that the password itself is gone.
-			if strings.Contains(cs.Redacted(), testPassword) {
-				t.Errorf("Redacted() = %q shows the password", cs.Redacted())
-			}
+			// The secret pieces are in a non-secret option on purpose:
+			// checkNoLeak, which looks for pieces of the password too, does
+			// not apply, and the exact Redacted above shows the password
+			// itself is gone.
 			continue
 		}
 		checkNoLeak(t, tt.uri, cs, nil)

@@ -1,6 +1,7 @@
 package connstring
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -151,7 +152,7 @@ func (p *parser) validateAuth() error {
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		if !contains(allowed, k) {
+		if !slices.Contains(allowed, k) {
 			if len(allowed) == 0 {
 				return p.errorf("authMechanismProperties", "%s takes no authMechanismProperties", name)
 			}

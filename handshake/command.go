@@ -25,6 +25,7 @@ package handshake
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -210,17 +211,7 @@ func appendDriverInfo(md *metadata, infos []DriverInfo) error {
 				return fmt.Errorf("handshake: driver info %q contains the metadata delimiter \"|\"", s)
 			}
 		}
-		if di == (DriverInfo{}) {
-			continue
-		}
-		dup := false
-		for _, s := range seen {
-			if s == di {
-				dup = true
-				break
-			}
-		}
-		if dup {
+		if di == (DriverInfo{}) || slices.Contains(seen, di) {
 			continue
 		}
 		seen = append(seen, di)

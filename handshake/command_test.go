@@ -1,11 +1,15 @@
 package handshake
 
 import (
+	"bytes"
 	"errors"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -14,15 +18,8 @@ import (
 // is read from osRelease ("" for no such file).
 func fakeEnv(vars map[string]string, files []string, osReleaseText string) Environment {
 	return Environment{
-		Getenv: func(k string) string { return vars[k] },
-		FileExists: func(p string) bool {
-			for _, f := range files {
-				if f == p {
-					return true
-				}
-			}
-			return false
-		},
+		Getenv:     func(k string) string { return vars[k] },
+		FileExists: func(p string) bool { return slices.Contains(files, p) },
 		ReadFile: func(p string) ([]byte, error) {
 			if osReleaseText == "" || p != "/etc/os-release" {
 				return nil, os.ErrNotExist
@@ -128,7 +125,7 @@ func TestCommandLoadBalancedAndAuth(t *testing.T) {
 	if s := str(cmd, "saslSupportedMechs"); s != "admin.alice" {
 		t.Errorf("saslSupportedMechs = %q", s)
 	}
-	if d, _ := cmd.Lookup("speculativeAuthenticate").DocumentOK(); !bytesEqual(d, spec) {
+	if d, _ := cmd.Lookup("speculativeAuthenticate").DocumentOK(); !bytes.Equal(d, spec) {
 		t.Errorf("speculativeAuthenticate = %s", d)
 	}
 	var comps []string
@@ -144,8 +141,6 @@ func TestCommandLoadBalancedAndAuth(t *testing.T) {
 		t.Error("Command accepted a malformed speculativeAuthenticate")
 	}
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 func TestMetadataContent(t *testing.T) {
 	_, client := command(t, Options{AppName: "inventory", Env: fakeEnv(nil, nil, ubuntu)})
@@ -335,13 +330,8 @@ func TestTruncationOrder(t *testing.T) {
 		"KUBERNETES_SERVICE_HOST":         "h",
 	}
 	with := func(extra map[string]string) map[string]string {
-		m := map[string]string{}
-		for k, v := range awsBase {
-			m[k] = v
-		}
-		for k, v := range extra {
-			m[k] = v
-		}
+		m := maps.Clone(awsBase)
+		maps.Copy(m, extra)
 		return m
 	}
 	longOS := "NAME=x\nPRETTY_NAME=" + strings.Repeat("L", 450) + "\nVERSION_ID=1\n"
@@ -445,7 +435,7 @@ func TestTruncationOrder(t *testing.T) {
 		opts.DriverInfo = []DriverInfo{{Platform: strings.Repeat("€", pad)}}
 		_, c := command(t, opts)
 		p := str(c, "platform")
-		if !strings.HasPrefix(p, md.platform) || !utf8Valid(p) {
+		if !strings.HasPrefix(p, md.platform) || !utf8.ValidString(p) {
 			t.Errorf("platform %q is not a valid prefix", p)
 		}
 	})
@@ -468,8 +458,6 @@ func size(t *testing.T, md *metadata, tr truncation) int {
 	}
 	return len(b)
 }
-
-func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
 func TestParseOSRelease(t *testing.T) {
 	vals := parseOSRelease([]byte(`PRETTY_NAME="Debian GNU/Linux 13 (trixie)"

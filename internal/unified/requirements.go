@@ -3,6 +3,7 @@ package unified
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -123,11 +124,7 @@ func (s *Server) satisfies(ctx context.Context, where string, r bson.RawValue) (
 		}
 		match := false
 		for _, t := range ts {
-			known := false
-			for _, k := range topologies {
-				known = known || k == t
-			}
-			if !known {
+			if !slices.Contains(topologies, t) {
 				o.fail("unknown topology %q (known: %s)", t, strings.Join(topologies, ", "))
 			}
 			// "sharded" accepts any sharded cluster; "sharded-replicaset"
@@ -158,11 +155,7 @@ func (s *Server) satisfies(ctx context.Context, where string, r bson.RawValue) (
 	}
 	if o.has("authMechanism") {
 		m := o.str("authMechanism", false)
-		found := false
-		for _, x := range s.AuthMechanisms {
-			found = found || strings.EqualFold(x, m)
-		}
-		if !found {
+		if !slices.ContainsFunc(s.AuthMechanisms, func(x string) bool { return strings.EqualFold(x, m) }) {
 			unmet = append(unmet, fmt.Sprintf("authMechanism %s not among the server's %v", m, s.AuthMechanisms))
 		}
 	}
