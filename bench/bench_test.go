@@ -2,12 +2,22 @@ package bench
 
 import (
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/event"
+
+	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
 )
+
+// TestMain fails the run if a goroutine outlives the tests: every pool,
+// client and server a shape starts, the peers' included, has to be closed
+// when it ends.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // TestSmoke runs every shape once on a tiny scale: the suite must keep
 // working, whatever the figures. It also checks what holds at any scale:
@@ -61,18 +71,42 @@ func fig(t *testing.T, r Row, name string) int {
 	t.Helper()
 	for _, f := range r.Figs {
 		if f.Name == name {
-			var n int
-			for _, c := range f.Value {
-				if c < '0' || c > '9' {
-					t.Fatalf("%s: %q is not an integer", name, f.Value)
-				}
-				n = 10*n + int(c-'0')
+			n, err := strconv.Atoi(f.Value)
+			if err != nil {
+				t.Fatalf("%s: %q is not an integer", name, f.Value)
 			}
 			return n
 		}
 	}
 	t.Fatalf("row %s/%s/%s has no figure %q", r.Shape, r.Case, r.Kind, name)
 	return 0
+}
+
+// Both drivers' events map to the same common types: mongopool's through
+// their String, which must be the specification's name, as the official
+// driver's event types are.
+func TestEvTypes(t *testing.T) {
+	for _, c := range []struct {
+		mongopool pool.EventType
+		official  string
+		want      EvType
+	}{
+		{pool.ConnectionCheckOutStarted, event.ConnectionCheckOutStarted, EvCheckOutStarted},
+		{pool.ConnectionCheckedOut, event.ConnectionCheckedOut, EvCheckedOut},
+		{pool.ConnectionCheckedIn, event.ConnectionCheckedIn, EvCheckedIn},
+		{pool.ConnectionCreated, event.ConnectionCreated, EvCreated},
+		{pool.ConnectionReady, event.ConnectionReady, EvReady},
+		{pool.ConnectionClosed, event.ConnectionClosed, EvClosed},
+		{pool.ConnectionCheckOutFailed, event.ConnectionCheckOutFailed, EvOther},
+		{pool.PoolCleared, event.ConnectionPoolCleared, EvOther},
+	} {
+		if got := mongopoolEvTypes[c.mongopool]; got != c.want {
+			t.Errorf("mongopool's %v: %d, want %d", c.mongopool, got, c.want)
+		}
+		if got := evTypeOf(c.official); got != c.want {
+			t.Errorf("the official driver's %s: %d, want %d", c.official, got, c.want)
+		}
+	}
 }
 
 func TestFIFO(t *testing.T) {

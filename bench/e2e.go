@@ -102,21 +102,13 @@ func (s *Suite) endToEnd(server, addr string, g int) error {
 			return fmt.Errorf("%s: %w", k, err)
 		}
 	}
-	runs := make(map[Kind][]Measure, 2)
-	for range s.Rounds {
-		for _, k := range kinds {
-			m, err := s.Timing.measure(pings(clients[k], g))
-			if err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-			runs[k] = append(runs[k], m)
-		}
+	ms, err := s.alternate(kinds, func(k Kind) func(n int) error { return pings(clients[k], g) })
+	if err != nil {
+		return err
 	}
 	cas := fmt.Sprintf("%s, %d goroutines", server, g)
-	ms := make(map[Kind]Measure, 2)
 	for _, k := range kinds {
-		m := median(runs[k])
-		ms[k] = m
+		m := ms[k]
 		s.row("6 ping", cas, k, append([]Fig{{"pings/s", fmt.Sprintf("%.0f", 1e9/m.NsOp)}}, measureFigs(m)...)...)
 	}
 	mp, off := ms[Mongopool], ms[Official]

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -134,14 +135,6 @@ func fmtDur(d time.Duration) string {
 // median returns the run whose ns/op is the median of ms.
 func median(ms []Measure) Measure {
 	s := slices.Clone(ms)
-	slices.SortFunc(s, func(a, b Measure) int {
-		switch {
-		case a.NsOp < b.NsOp:
-			return -1
-		case a.NsOp > b.NsOp:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(s, func(a, b Measure) int { return cmp.Compare(a.NsOp, b.NsOp) })
 	return s[len(s)/2]
 }

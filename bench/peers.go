@@ -61,8 +61,6 @@ type Config struct {
 	// default of 10 s). mongopool's maintenance runs when it is needed, so
 	// it has no equivalent here.
 	MaintainInterval time.Duration
-	// NoReady leaves a mongopool pool paused, for shapes that time Ready.
-	NoReady bool
 }
 
 // EvType is an event type both drivers emit, by its specification name.
@@ -113,7 +111,7 @@ func newMongopool(cfg Config) (*mongopoolPool, error) {
 		opts = append(opts, pool.WithMaxConnecting(cfg.MaxConnecting))
 	}
 	if h := cfg.Events; h != nil {
-		opts = append(opts, pool.WithEventHandler(func(e pool.Event) { h(Ev{mongopoolEvType(e.Type), e.ConnectionID}) }))
+		opts = append(opts, pool.WithEventHandler(func(e pool.Event) { h(Ev{mongopoolEvTypes[e.Type], e.ConnectionID}) }))
 	}
 	if cfg.DebugLog {
 		opts = append(opts, pool.WithLogger(discardLogger()))
@@ -122,32 +120,23 @@ func newMongopool(cfg Config) (*mongopoolPool, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.NoReady {
-		if err := p.Ready(); err != nil {
-			p.Close()
-			return nil, err
-		}
+	if err := p.Ready(); err != nil {
+		p.Close()
+		return nil, err
 	}
 	return &mongopoolPool{p}, nil
 }
 
-func mongopoolEvType(t pool.EventType) EvType {
-	switch t {
-	case pool.ConnectionCheckOutStarted:
-		return EvCheckOutStarted
-	case pool.ConnectionCheckedOut:
-		return EvCheckedOut
-	case pool.ConnectionCheckedIn:
-		return EvCheckedIn
-	case pool.ConnectionCreated:
-		return EvCreated
-	case pool.ConnectionReady:
-		return EvReady
-	case pool.ConnectionClosed:
-		return EvClosed
+// mongopoolEvTypes maps mongopool's event types to the common form, by their
+// specification names (pool.EventType's String), so that one list of names,
+// evTypeOf's, serves both drivers. Indexed by a uint8, it needs no bounds
+// check on the event path.
+var mongopoolEvTypes = func() (m [256]EvType) {
+	for t := range m {
+		m[t] = evTypeOf(pool.EventType(t).String())
 	}
-	return EvOther
-}
+	return m
+}()
 
 func (m *mongopoolPool) Get(ctx context.Context) (any, error) { return m.p.CheckOut(ctx) }
 func (m *mongopoolPool) Put(c any)                            { m.p.CheckIn(c.(*pool.Conn)) }
@@ -177,7 +166,7 @@ func newOfficial(cfg Config) (*officialPool, error) {
 	}
 	sopts := append([]topology.ServerOption(nil), tc.ServerOpts...)
 	if h := cfg.Events; h != nil {
-		mon := &event.PoolMonitor{Event: func(e *event.PoolEvent) { h(Ev{officialEvType(e.Type), int64(e.ConnectionID)}) }}
+		mon := &event.PoolMonitor{Event: func(e *event.PoolEvent) { h(Ev{evTypeOf(e.Type), int64(e.ConnectionID)}) }}
 		sopts = append(sopts, topology.WithConnectionPoolMonitor(func(*event.PoolMonitor) *event.PoolMonitor { return mon }))
 	}
 	if d := cfg.MaintainInterval; d > 0 {
@@ -190,8 +179,10 @@ func newOfficial(cfg Config) (*officialPool, error) {
 	return &officialPool{s}, nil
 }
 
-func officialEvType(t string) EvType {
-	switch t {
+// evTypeOf returns the common form of an event type by its specification
+// name, which is the official driver's event type and mongopool's String.
+func evTypeOf(name string) EvType {
+	switch name {
 	case event.ConnectionCheckOutStarted:
 		return EvCheckOutStarted
 	case event.ConnectionCheckedOut:

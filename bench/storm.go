@@ -304,8 +304,10 @@ func (s *Suite) Storm() error {
 			r := rs[len(rs)/2]
 			for _, x := range rs {
 				r.peak = max(r.peak, x.peak)
+				r.inverted = max(r.inverted, x.inverted)
 				r.maxOvertaken = max(r.maxOvertaken, x.maxOvertaken)
 				r.shift = max(r.shift, x.shift)
+				r.retInverted = max(r.retInverted, x.retInverted)
 				r.retOvertaken = max(r.retOvertaken, x.retOvertaken)
 			}
 			res[k] = r
@@ -330,7 +332,7 @@ func (s *Suite) Storm() error {
 	return nil
 }
 
-// warmUp times, from the moment the pool is made ready, the establishment of
+// warmUpTime times, from the moment the pool is made ready, the establishment of
 // minPoolSize connections on the server with slow hellos.
 func (s *Suite) warmUpTime(k Kind, tick time.Duration, limit time.Duration) (time.Duration, []time.Duration, error) {
 	rec := newRecorder(0, s.WarmUpMin)

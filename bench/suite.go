@@ -227,32 +227,37 @@ type workload func(p Pool) func(n int) error
 // median run of each.
 func (s *Suite) compare(kinds []Kind, cfg Config, warm int, w workload) (map[Kind]Measure, map[Kind]Pool, error) {
 	pools := make(map[Kind]Pool, len(kinds))
-	closeAll := func() {
-		for _, p := range pools {
-			p.Close()
-		}
-	}
 	for _, k := range kinds {
 		c := cfg
 		c.Addr = s.server.Addr()
 		p, err := NewPool(k, c)
 		if err != nil {
-			closeAll()
+			closePools(pools)
 			return nil, nil, fmt.Errorf("%s: %w", k, err)
 		}
 		pools[k] = p
 		if err := warmUp(p, warm); err != nil {
-			closeAll()
+			closePools(pools)
 			return nil, nil, fmt.Errorf("%s: warming: %w", k, err)
 		}
 	}
+	ms, err := s.alternate(kinds, func(k Kind) func(n int) error { return w(pools[k]) })
+	if err != nil {
+		closePools(pools)
+		return nil, nil, err
+	}
+	return ms, pools, nil
+}
+
+// alternate measures the work of each kind (work builds it) Rounds times,
+// alternating the kinds round by round, and returns the median run of each.
+func (s *Suite) alternate(kinds []Kind, work func(Kind) func(n int) error) (map[Kind]Measure, error) {
 	runs := make(map[Kind][]Measure, len(kinds))
 	for range s.Rounds {
 		for _, k := range kinds {
-			m, err := s.Timing.measure(w(pools[k]))
+			m, err := s.Timing.measure(work(k))
 			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("%s: %w", k, err)
+				return nil, fmt.Errorf("%s: %w", k, err)
 			}
 			runs[k] = append(runs[k], m)
 		}
@@ -261,7 +266,7 @@ func (s *Suite) compare(kinds []Kind, cfg Config, warm int, w workload) (map[Kin
 	for k, ms := range runs {
 		out[k] = median(ms)
 	}
-	return out, pools, nil
+	return out, nil
 }
 
 // warmUp has p establish n connections and leaves them idle.
@@ -367,11 +372,6 @@ func (s *Suite) Parallel() error {
 	return nil
 }
 
-// waitCounter is a pool that counts the check-outs that had to wait.
-type waitCounter interface{ Waits() int64 }
-
-func (m *mongopoolPool) Waits() int64 { return m.p.Stats().WaitCount }
-
 const contendedGoroutines = 64
 
 // contended measures shape 3's work (64 goroutines, maxPoolSize 4) for
@@ -387,13 +387,13 @@ func (s *Suite) contended(kinds []Kind, cfg Config) (map[Kind]Measure, map[Kind]
 	// Allocations per blocked check-out, from one more run counted by the
 	// pool itself.
 	perWait := -1.0
-	if wc, ok := pools[Mongopool].(waitCounter); ok {
-		before := wc.Waits()
-		m, err := run(ms[Mongopool].N, spread(contendedGoroutines)(pools[Mongopool]))
+	if mp, ok := pools[Mongopool].(*mongopoolPool); ok {
+		before := mp.p.Stats().WaitCount
+		m, err := run(ms[Mongopool].N, spread(contendedGoroutines)(mp))
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		if waits := wc.Waits() - before; waits > 0 {
+		if waits := mp.p.Stats().WaitCount - before; waits > 0 {
 			perWait = float64(m.Allocs) / float64(waits)
 		}
 	}

@@ -112,7 +112,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.IntVar(&c.maxConnecting, "maxConnecting", pool.DefaultMaxConnecting, "maxConnecting: most connections established at once")
 	fs.DurationVar(&c.maxIdleTime, "maxIdleTime", 0, "maxIdleTimeMS: close connections idle longer than this (0 = never)")
 	fs.DurationVar(&c.waitQueueTimeout, "waitQueueTimeout", 0, "waitQueueTimeoutMS: longest wait for a connection (0 = no limit)")
-	fs.DurationVar(&c.connectTimeout, "connectTimeout", 5*time.Second, "connectTimeoutMS: longest establishment of one connection (0 = no limit)")
+	fs.DurationVar(&c.connectTimeout, "connectTimeout", 5*time.Second, "longest establishment of one connection, handshake and authentication included (0 = no limit of the pool's own; the dial keeps the URI's connectTimeoutMS, 10s by default)")
 	fs.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never)")
 	fs.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
 	fs.BoolVar(&c.events, "events", false, "print every pool event as it happens")
@@ -159,24 +159,20 @@ func (c *config) check(rest []string) error {
 // URI's own options are applied by mongopool.Open, before these).
 func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
 	var o []pool.Option
-	use := func(flagName, uriOption string) bool { return c.set[flagName] || !cs.IsSet(uriOption) }
-	if use("maxPoolSize", "maxPoolSize") {
-		o = append(o, pool.WithMaxPoolSize(c.maxPoolSize))
-	}
-	if use("minPoolSize", "minPoolSize") {
-		o = append(o, pool.WithMinPoolSize(c.minPoolSize))
-	}
-	if use("maxConnecting", "maxConnecting") {
-		o = append(o, pool.WithMaxConnecting(c.maxConnecting))
-	}
-	if use("maxIdleTime", "maxIdleTimeMS") {
-		o = append(o, pool.WithMaxIdleTime(c.maxIdleTime))
-	}
-	if use("waitQueueTimeout", "waitQueueTimeoutMS") {
-		o = append(o, pool.WithWaitQueueTimeout(c.waitQueueTimeout))
-	}
-	if use("connectTimeout", "connectTimeoutMS") {
-		o = append(o, pool.WithConnectTimeout(c.connectTimeout))
+	for _, f := range []struct {
+		flag, uriOption string
+		opt             pool.Option
+	}{
+		{"maxPoolSize", "maxPoolSize", pool.WithMaxPoolSize(c.maxPoolSize)},
+		{"minPoolSize", "minPoolSize", pool.WithMinPoolSize(c.minPoolSize)},
+		{"maxConnecting", "maxConnecting", pool.WithMaxConnecting(c.maxConnecting)},
+		{"maxIdleTime", "maxIdleTimeMS", pool.WithMaxIdleTime(c.maxIdleTime)},
+		{"waitQueueTimeout", "waitQueueTimeoutMS", pool.WithWaitQueueTimeout(c.waitQueueTimeout)},
+		{"connectTimeout", "connectTimeoutMS", pool.WithConnectTimeout(c.connectTimeout)},
+	} {
+		if c.set[f.flag] || !cs.IsSet(f.uriOption) {
+			o = append(o, f.opt)
+		}
 	}
 	return o
 }
@@ -291,10 +287,10 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 
 // openFailure explains in one line why Open failed.
 func openFailure(ctx context.Context, err error, cs *connstring.ConnString, where string, took time.Duration) string {
-	addr := strings.Join(cs.Hosts, ",")
 	if len(cs.Hosts) != 1 {
 		return err.Error() // several hosts: Open's message says it all
 	}
+	addr := cs.Hosts[0]
 	if ctx.Err() != nil {
 		return fmt.Sprintf("interrupted while connecting to %s", where)
 	}

@@ -27,7 +27,7 @@ func summarize(s pool.Stats, w *workload, m *eventMonitor, elapsed time.Duration
 	sum := &summary{stats: s, results: &w.results, admin: &w.adminResults, monitor: m, elapsed: elapsed}
 	sum.crossCheck()
 	r := sum.results
-	if n := r.unexpected() - r.notFound; n > 0 {
+	if n := r.unexpected(); n > 0 {
 		sum.failures = append(sum.failures, fmt.Sprintf("%d operations failed because of the server or the network", n))
 	}
 	if r.notFound > 0 {

@@ -54,7 +54,6 @@ type results struct {
 	opCanceled  int64            // stopped by the drain limit
 	cmdErrors   map[string]int64 // the server's error replies (ok: 0 or a write error), by codeName
 	broken      int64            // the connection broke (network or protocol error)
-	checkInErrs int64            // CheckIn refused the connection (a bug)
 
 	// Check-outs that failed, by cause.
 	timeouts   int64 // a time limit of the pool (waitQueueTimeout) ended the wait
@@ -71,7 +70,7 @@ type results struct {
 
 // gotConnection is the number of operations whose check-out succeeded.
 func (r *results) gotConnection() int64 {
-	return r.ok() + r.interrupted + r.opCanceled + r.commandErrors() + r.broken + r.checkInErrs
+	return r.ok() + r.interrupted + r.opCanceled + r.commandErrors() + r.broken
 }
 
 func (r *results) ok() int64 { return r.inserts + r.finds }
@@ -88,11 +87,11 @@ func (r *results) failedCheckOuts() int64 {
 	return r.timeouts + r.cleared + r.connErrors + r.canceled + r.other
 }
 
-// unexpected is the number of failures that neither the flags (a time limit,
-// -clear-every) nor the end of the run explain: the server or the network
-// failed.
+// unexpected is the number of failed operations that neither the flags (a
+// time limit, -clear-every) nor the end of the run explain: the server or the
+// network failed. (Finds that found nothing are counted apart, in notFound.)
 func (r *results) unexpected() int64 {
-	return r.commandErrors() + r.broken + r.checkInErrs + r.connErrors + r.other + r.notFound
+	return r.commandErrors() + r.broken + r.connErrors + r.other
 }
 
 // run starts the workers. They start operations while running is not done;
@@ -176,38 +175,35 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 // operation runs one command through the pool and records how it went in r.
-// It checks the connection out and in itself, rather than through Do, so as to
-// time the check-out alone. It reports whether the check-out succeeded and
-// whether the command did.
+// It goes through mongopool's Do, as an application would (so that a pool
+// paused by an establishment error asks the server's monitor to check it at
+// once), and times the check-out from inside: Do's function starts as soon as
+// the connection is checked out. It reports whether the check-out succeeded
+// and whether the command did.
 func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find bool) (gotConn, ok bool) {
 	raw, err := bson.Marshal(cmd)
 	if err != nil {
 		panic(err) // the workload's own documents always marshal
 	}
 
+	var checkedOut, replied time.Time
+	var reply bson.Raw
 	start := time.Now()
-	c, err := w.pool.Pool().CheckOut(ctx)
-	checkedOut := time.Now()
-	if err != nil {
+	err = w.pool.Do(ctx, func(c *connection.Conn) error {
+		checkedOut = time.Now()
+		var err error
+		reply, err = c.RoundTrip(ctx, raw)
+		replied = time.Now()
+		if err == nil {
+			err = replyError(reply)
+		}
+		return err // Do says so if a clear interrupted the connection
+	})
+	if checkedOut.IsZero() {
 		r.checkOutFailed(err)
 		return false, false
 	}
 	r.checkout.record(checkedOut.Sub(start))
-
-	reply, err := c.Link().(*connection.Conn).RoundTrip(ctx, raw)
-	replied := time.Now()
-	if err == nil {
-		err = replyError(reply)
-	}
-	if ierr := c.Err(); ierr != nil && err != nil {
-		err = ierr // interrupted by a clear: the *pool.PoolClearedError says so
-	}
-	if cerr := w.pool.Pool().CheckIn(c); cerr != nil {
-		r.checkInErrs++
-		r.lastOpErr = cerr
-		return true, false
-	}
-
 	if err != nil {
 		r.opFailed(ctx, err)
 		return true, false
@@ -322,7 +318,6 @@ func (r *results) merge(o *results) {
 		r.cmdErrors[name] += n
 	}
 	r.broken += o.broken
-	r.checkInErrs += o.checkInErrs
 	r.timeouts += o.timeouts
 	r.cleared += o.cleared
 	r.connErrors += o.connErrors

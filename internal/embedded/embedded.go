@@ -1,18 +1,16 @@
 // Package embedded runs FerretDB in-process, on SQLite in a temporary
-// directory: a real MongoDB-wire server that nobody here wrote, for the demo
-// and the integration tests.
+// directory: a real MongoDB-wire server that nobody here wrote, for the demo,
+// its integration tests and the benchmarks.
 package embedded
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"net/url"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -23,37 +21,32 @@ type Server struct {
 	addr   string
 	dir    string
 	cancel context.CancelFunc
-	done   chan error
+	done   chan struct{} // closed when FerretDB's Run has returned
 	once   sync.Once
 }
 
 // Options configure Start.
 type Options struct {
 	// TLS, with the certificate and key files, serves TLS instead of plain TCP.
-	TLS                       bool
-	CertFile, KeyFile, CAFile string
-	// Logger receives FerretDB's own log; nil discards it.
-	Logger *slog.Logger
+	TLS               bool
+	CertFile, KeyFile string
 }
 
-// Start starts FerretDB on 127.0.0.1 with a free port and waits until it
-// accepts connections.
+// Start starts FerretDB on 127.0.0.1 with a free port. The server accepts
+// connections when Start returns: FerretDB's constructor binds the listener,
+// and connections wait in its backlog until the accept loop takes them.
 func Start(opts Options) (*Server, error) {
 	dir, err := os.MkdirTemp("", "mongopool-ferretdb-")
 	if err != nil {
 		return nil, err
 	}
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	cfg := &ferretdb.Config{
-		Logger:    logger,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + dir + "/",
 	}
 	if opts.TLS {
-		cfg.Listener = ferretdb.ListenerConfig{TLS: "127.0.0.1:0", TLSCertFile: opts.CertFile, TLSKeyFile: opts.KeyFile, TLSCAFile: opts.CAFile}
+		cfg.Listener = ferretdb.ListenerConfig{TLS: "127.0.0.1:0", TLSCertFile: opts.CertFile, TLSKeyFile: opts.KeyFile}
 	} else {
 		cfg.Listener = ferretdb.ListenerConfig{TCP: "127.0.0.1:0"}
 	}
@@ -63,31 +56,19 @@ func Start(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("starting the embedded FerretDB: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{dir: dir, cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- f.Run(ctx) }()
-
-	// MongoDBURI is known once the listener is up.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.uri = f.MongoDBURI()
-		if addr := hostOf(s.uri); addr != "" {
-			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-				c.Close()
-				s.addr = addr
-				return s, nil
-			}
-		}
-		select {
-		case err := <-s.done:
-			s.cleanup()
-			return nil, fmt.Errorf("the embedded FerretDB stopped: %v", err)
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Close()
-			return nil, errors.New("the embedded FerretDB did not start listening within 10s")
-		}
+	s := &Server{dir: dir, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		f.Run(ctx) // returns nil, once ctx is canceled
+	}()
+	s.uri = f.MongoDBURI() // FerretDB builds it with net/url
+	u, err := url.Parse(s.uri)
+	if err != nil || u.Host == "" {
+		s.Close()
+		return nil, fmt.Errorf("the embedded FerretDB gave the URI %q, with no host", s.uri)
 	}
+	s.addr = u.Host
+	return s, nil
 }
 
 // URI returns the connection string of the server.
@@ -101,24 +82,7 @@ func (s *Server) Close() error {
 	s.once.Do(func() {
 		s.cancel()
 		<-s.done
-		s.cleanup()
+		os.RemoveAll(s.dir)
 	})
 	return nil
-}
-
-func (s *Server) cleanup() { os.RemoveAll(s.dir) }
-
-// hostOf returns the host:port of a mongodb:// URI, or "".
-func hostOf(uri string) string {
-	const prefix = "mongodb://"
-	if len(uri) <= len(prefix) || uri[:len(prefix)] != prefix {
-		return ""
-	}
-	rest := uri[len(prefix):]
-	for i, r := range rest {
-		if r == '/' || r == '?' {
-			return rest[:i]
-		}
-	}
-	return rest
 }

@@ -13,9 +13,14 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/internal/embedded"
+	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/pool"
 )
+
+// TestMain fails the run if a goroutine outlives the tests: every pool and
+// every embedded FerretDB has to be closed by the test that starts it.
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func startFerretDB(t *testing.T, opts embedded.Options) *embedded.Server {
 	t.Helper()
@@ -126,6 +131,7 @@ func TestFerretDBClearWhileInUse(t *testing.T) {
 	s := startFerretDB(t, embedded.Options{})
 	p := open(t, s.URI())
 	ctx := testCtx(t)
+	ping := mustRaw(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})
 	inUse := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -133,13 +139,17 @@ func TestFerretDBClearWhileInUse(t *testing.T) {
 			close(inUse)
 			// Keep the connection busy until the clear closes it.
 			for {
-				if _, err := c.RoundTrip(ctx, mustRaw(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})); err != nil {
+				if _, err := c.RoundTrip(ctx, ping); err != nil {
 					return err
 				}
 			}
 		})
 	}()
-	<-inUse
+	select {
+	case <-inUse:
+	case err := <-done:
+		t.Fatalf("Do ended before the clear: %v", err)
+	}
 	if err := p.Pool().Clear(pool.ClearOptions{Cause: errors.New("monitor timed out"), InterruptInUse: true}); err != nil {
 		t.Fatal(err)
 	}
