@@ -2,6 +2,8 @@ package connection
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"sync/atomic"
@@ -23,8 +25,15 @@ type Conn struct {
 	compressor    wire.CompressorID // negotiated; 0 (noop) for none
 	zlibLevel     int
 	socketTimeout time.Duration
-	maxMessage    int32
 	buf           []byte // encoding buffer, reused
+
+	// The server's limits (MongoDB's until its hello reply tells them,
+	// the hello's own bound for that reply), and the compressors its
+	// replies may use: those both sides listed, or, for the hello reply,
+	// those the hello offered.
+	maxBSON    int32
+	maxMessage int32
+	accept     []wire.CompressorID
 
 	// broken holds the error that broke the connection, set once. The pool
 	// reads it on every check-out and check-in, under its own lock: an
@@ -70,7 +79,14 @@ func (c *Conn) fail(err error) error {
 // server's reply body. A reply with ok: 0 is returned as a *wire.CommandError
 // and leaves the connection usable; any network or protocol error breaks it
 // (see Err). The deadline is the earliest of ctx's and socketTimeoutMS; ctx
-// being canceled interrupts the I/O.
+// being canceled interrupts the I/O, and the decompression of a reply.
+//
+// A command larger than the server accepts (maxBsonObjectSize plus
+// wire.CommandOverhead, or maxMessageSizeBytes for its message) is refused
+// with a *wire.SizeLimitError before anything is sent, and so is a reply
+// whose decompression ctx ends: both leave the connection usable. A command
+// whose message would exceed maxMessageSizeBytes only once compressed is
+// sent uncompressed.
 func (c *Conn) RoundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	reply, err := c.roundTrip(ctx, cmd)
 	if err != nil {
@@ -87,17 +103,28 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Refuse what the server would refuse, before encoding anything: the
+	// server would close the connection rather than answer.
+	if maxCmd := int(c.maxBSON) + wire.CommandOverhead; len(cmd) > maxCmd {
+		return nil, &wire.SizeLimitError{Limit: "maxBsonObjectSize", Size: len(cmd), Max: maxCmd}
+	}
+	if size := msgOverhead + len(cmd); size > int(c.maxMessage) {
+		return nil, &wire.SizeLimitError{Limit: "maxMessageSizeBytes", Size: size, Max: int(c.maxMessage)}
+	}
 	requestID := wire.NextRequestID()
 	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Body: cmd})
 	if err != nil {
 		return nil, err // a bad command document: the connection is fine
 	}
+	c.buf = msg[:0]
 	if c.compressor != wire.CompressorNoop && wire.Compressible(commandName(cmd)) {
-		if msg, err = wire.AppendCompressed(nil, msg, c.compressor, c.zlibLevel); err != nil {
+		comp, err := wire.AppendCompressed(nil, msg, c.compressor, c.zlibLevel)
+		if err != nil {
 			return nil, err
 		}
-	} else {
-		c.buf = msg[:0]
+		if len(comp) <= int(c.maxMessage) { // else incompressible: sent as it is
+			msg = comp
+		}
 	}
 
 	deadline, has := ctx.Deadline()
@@ -126,8 +153,13 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	if err != nil {
 		return nil, c.ioError(ctx, "reading the reply", err)
 	}
-	h, reply, err := wire.DecodeReply(raw, c.maxMessage)
+	h, reply, err := c.decodeReply(ctx, deadline, has, raw)
 	if err != nil {
+		if !errors.Is(err, wire.ErrProtocol) {
+			// ctx ended the decompression: the reply was read whole, so
+			// the stream is still in step.
+			return nil, fmt.Errorf("reply from %s: %w", c.address, err)
+		}
 		return nil, c.fail(fmt.Errorf("reply from %s: %w", c.address, err))
 	}
 	if h.ResponseTo != requestID {
@@ -137,6 +169,24 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 		return nil, c.fail(fmt.Errorf("reply from %s has moreToCome set, but no exhaust was asked for: %w", c.address, wire.ErrProtocol))
 	}
 	return reply.Body, nil
+}
+
+// msgOverhead is what an OP_MSG adds to its body document: the header,
+// flagBits and the section's kind byte.
+const msgOverhead = wire.HeaderSize + 4 + 1
+
+// decodeReply decodes raw, decompressing it within ctx and, when the
+// deadline comes from socketTimeoutMS rather than ctx, within that deadline
+// too.
+func (c *Conn) decodeReply(ctx context.Context, deadline time.Time, hasDeadline bool, raw []byte) (wire.Header, *wire.Msg, error) {
+	if hasDeadline && len(raw) >= wire.HeaderSize && wire.OpCode(binary.LittleEndian.Uint32(raw[12:])) == wire.OpCompressed {
+		if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	return wire.DecodeReplyContext(ctx, raw, wire.DecodeOptions{MaxMessageSize: c.maxMessage, Compressors: c.accept})
 }
 
 // ioError breaks the connection with a network error, saying whether the

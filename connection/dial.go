@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,8 +78,13 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		nc:            nc,
 		address:       cfg.Address,
 		socketTimeout: cfg.SocketTimeout,
-		maxMessage:    wire.DefaultMaxMessageSize,
 		zlibLevel:     cfg.ZlibLevel,
+		maxBSON:       handshake.DefaultMaxBSONObjectSize,
+		// Until the server tells its limits, a reply is a hello reply,
+		// which MongoDB never makes larger than a command.
+		maxMessage: helloMessageSize,
+		// The hello reply may use any compressor the hello offered.
+		accept: compressorIDs(hs.Compressors),
 	}
 	ok := false
 	defer func() {
@@ -96,9 +102,10 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		return nil, err
 	}
 	c.desc = desc
-	if desc.MaxMessageSizeBytes > 0 {
-		c.maxMessage = desc.MaxMessageSizeBytes
-	}
+	// Parse lowered the limits to MongoDB's own, at most.
+	c.maxBSON = desc.MaxBSONObjectSize
+	c.maxMessage = desc.MaxMessageSizeBytes
+	c.accept = compressorIDs(desc.Compressors)
 	if id, known := wire.ParseCompressor(desc.Compressor); known {
 		c.compressor = id
 	}
@@ -118,6 +125,22 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 	}
 	ok = true
 	return c, nil
+}
+
+// helloMessageSize bounds the message carrying the hello reply: a reply
+// document of handshake.MaxReplySize in an OP_MSG with a checksum, or in an
+// OP_COMPRESSED of that size once decompressed.
+const helloMessageSize = handshake.MaxReplySize + msgOverhead + 4
+
+// compressorIDs returns the wire IDs of the known names among names.
+func compressorIDs(names []string) []wire.CompressorID {
+	var ids []wire.CompressorID
+	for _, n := range names {
+		if id, ok := wire.ParseCompressor(n); ok && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // dialNet opens the socket, and TLS over it when configured.

@@ -1,20 +1,50 @@
 package handshake
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/wire"
 )
 
-// Defaults of the limits a hello reply may leave out.
+// The limits MongoDB announces in its hello reply, and has since 3.6: a
+// 16 MiB document (BSONObjMaxUserSize), a 48,000,000-byte message
+// (MaxMessageSizeBytes) and 100,000 writes per batch (kMaxWriteBatchSize).
+// Parse uses them where a reply leaves a limit out, and lowers any larger
+// limit a reply announces to them: nothing a server can legitimately need
+// lies beyond, and the connection sizes buffers from these limits.
 const (
 	DefaultMaxBSONObjectSize   = 16 * 1024 * 1024
 	DefaultMaxMessageSizeBytes = 48000000
 	DefaultMaxWriteBatchSize   = 100000
+)
+
+// MaxReplySize is the largest hello reply, in bytes, that Parse accepts, and
+// the bound the connection package puts on the message carrying it, which
+// arrives before the server's limits are known. It is the largest reply
+// document MongoDB builds: maxBsonObjectSize plus the 16 KiB it allows for
+// a command's own fields (BSONObjMaxInternalSize).
+const MaxReplySize = DefaultMaxBSONObjectSize + wire.CommandOverhead
+
+// Bounds on what Parse copies out of a reply, whose size only MaxReplySize
+// limits. Past them, a reply is hostile, not merely unusual.
+const (
+	// maxSaslMechs is how many saslSupportedMechs entries Parse keeps: the
+	// first ones. MongoDB knows seven mechanisms.
+	maxSaslMechs = 32
+	// maxMechNameLen is the longest SASL mechanism name (RFC 4422, 3.1);
+	// longer entries are skipped, as non-strings are.
+	maxMechNameLen = 20
+	// maxStringLen bounds setName and msg. A replica set name is a few
+	// words; msg is "isdbgrid".
+	maxStringLen = 1024
 )
 
 // Errors that Parse returns. Each is wrapped with the details; test with
@@ -39,7 +69,8 @@ type Description struct {
 	// Wire-version range of the server (0 when absent).
 	MinWireVersion, MaxWireVersion int32
 
-	// Limits, defaulted when the reply leaves them out.
+	// Limits, defaulted when the reply leaves them out and lowered to the
+	// Default values (MongoDB's own) when it announces more.
 	MaxBSONObjectSize   int32
 	MaxMessageSizeBytes int32
 	MaxWriteBatchSize   int32
@@ -58,8 +89,16 @@ type Description struct {
 	// Options.Compressors that the server also lists; "" for none.
 	Compressor string
 
+	// Compressors are all the compressors of the client's
+	// Options.Compressors (known ones only) that the server also lists, in
+	// the client's order: the ones the server may compress its replies with.
+	// Compressor is the first; nil for none.
+	Compressors []string
+
 	// SaslSupportedMechs is the reply's saslSupportedMechs; nil when absent.
-	// Its contents are not validated (non-string entries are skipped).
+	// Its contents are not validated: non-string entries, and strings longer
+	// than a SASL mechanism name can be (20 bytes), are skipped, and only the
+	// first 32 entries are kept.
 	SaslSupportedMechs []string
 
 	// SpeculativeAuthenticate is the reply's speculativeAuthenticate
@@ -118,20 +157,29 @@ func invalid(format string, args ...any) error {
 // malformed (including a missing ok, or an ok that is not a number or a
 // boolean) or a field has a wrong type or an absurd value. It does not panic
 // on any input.
+//
+// A reply larger than MaxReplySize is invalid. Parse copies only what it
+// keeps, within fixed bounds, so a reply of millions of fields or array
+// entries costs no more memory than a small one.
 func Parse(reply bson.Raw, opts Options) (*Description, error) {
+	if len(reply) > MaxReplySize {
+		return nil, invalid("reply of %d bytes exceeds the %d bytes a hello reply may have", len(reply), MaxReplySize)
+	}
 	if err := reply.Validate(); err != nil {
 		return nil, invalid("malformed BSON: %v", err)
 	}
-	elems, err := reply.Elements()
-	if err != nil {
-		return nil, invalid("malformed BSON: %v", err)
-	}
-	// First occurrence of each key wins, as with Lookup.
-	fields := make(map[string]bson.RawValue, len(elems))
-	for _, e := range elems {
-		k, err := e.KeyErr()
-		if err != nil {
-			return nil, invalid("malformed BSON: %v", err)
+	// Validate checked the framing of every element. Only the fields read
+	// below are kept; the first occurrence of each wins, as with Lookup.
+	fields := make(map[string]bson.RawValue, len(fieldNames))
+	for rest := reply[4 : len(reply)-1]; len(rest) > 0; {
+		e, next, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			return nil, invalid("malformed BSON: truncated element")
+		}
+		rest = next
+		k, known := fieldNames[string(e.KeyBytes())]
+		if !known {
+			continue
 		}
 		if _, dup := fields[k]; dup {
 			continue
@@ -140,7 +188,7 @@ func Parse(reply bson.Raw, opts Options) (*Description, error) {
 		if err != nil {
 			return nil, invalid("malformed BSON in field %q: %v", k, err)
 		}
-		fields[k] = v
+		fields[k] = bson.RawValue{Type: bson.Type(v.Type), Value: v.Data}
 	}
 	p := parser{fields: fields}
 
@@ -148,19 +196,18 @@ func Parse(reply bson.Raw, opts Options) (*Description, error) {
 		return nil, err
 	}
 
-	d := &Description{
-		MaxBSONObjectSize:   DefaultMaxBSONObjectSize,
-		MaxMessageSizeBytes: DefaultMaxMessageSizeBytes,
-		MaxWriteBatchSize:   DefaultMaxWriteBatchSize,
-	}
+	d := &Description{}
 	p.int32Field("minWireVersion", &d.MinWireVersion, 0)
 	p.int32Field("maxWireVersion", &d.MaxWireVersion, 0)
-	p.int32Field("maxBsonObjectSize", &d.MaxBSONObjectSize, 1)
-	p.int32Field("maxMessageSizeBytes", &d.MaxMessageSizeBytes, 1)
-	p.int32Field("maxWriteBatchSize", &d.MaxWriteBatchSize, 1)
-	if p.err == nil && d.MaxMessageSizeBytes < d.MaxBSONObjectSize {
-		p.fail("maxMessageSizeBytes %d is smaller than maxBsonObjectSize %d", d.MaxMessageSizeBytes, d.MaxBSONObjectSize)
+	maxBSON := p.limit("maxBsonObjectSize", DefaultMaxBSONObjectSize)
+	maxMessage := p.limit("maxMessageSizeBytes", DefaultMaxMessageSizeBytes)
+	maxBatch := p.limit("maxWriteBatchSize", DefaultMaxWriteBatchSize)
+	if p.err == nil && maxMessage < maxBSON {
+		p.fail("maxMessageSizeBytes %d is smaller than maxBsonObjectSize %d", maxMessage, maxBSON)
 	}
+	d.MaxBSONObjectSize = int32(min(maxBSON, DefaultMaxBSONObjectSize))
+	d.MaxMessageSizeBytes = int32(min(maxMessage, DefaultMaxMessageSizeBytes))
+	d.MaxWriteBatchSize = int32(min(maxBatch, DefaultMaxWriteBatchSize))
 	if p.err == nil && d.MinWireVersion > d.MaxWireVersion {
 		p.fail("minWireVersion %d is greater than maxWireVersion %d", d.MinWireVersion, d.MaxWireVersion)
 	}
@@ -172,7 +219,10 @@ func Parse(reply bson.Raw, opts Options) (*Description, error) {
 		}
 		d.ServiceID, d.HasServiceID = oid, isOID
 	}
-	d.Compressor = p.compressor(opts.Compressors)
+	d.Compressors = p.compressors(opts.Compressors)
+	if len(d.Compressors) > 0 {
+		d.Compressor = d.Compressors[0]
+	}
 	d.SaslSupportedMechs = p.mechs()
 	if v, ok := p.fields["speculativeAuthenticate"]; ok {
 		doc, isDoc := v.DocumentOK()
@@ -232,6 +282,21 @@ func checkWireVersions(d *Description, address string) error {
 	}
 	return nil
 }
+
+// fieldNames are the reply's fields Parse reads, each mapped to itself so
+// that the key kept is not a copy of the reply's bytes. It is never written.
+var fieldNames = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"ok", "minWireVersion", "maxWireVersion", "maxBsonObjectSize", "maxMessageSizeBytes",
+		"maxWriteBatchSize", "connectionId", "serviceId", "compression", "saslSupportedMechs",
+		"speculativeAuthenticate", "topologyVersion", "isWritablePrimary", "ismaster", "helloOk",
+		"secondary", "arbiterOnly", "hidden", "isreplicaset", "msg", "setName",
+	} {
+		m[k] = k
+	}
+	return m
+}()
 
 // parser reads fields of a validated reply, keeping the first error.
 type parser struct {
@@ -308,6 +373,25 @@ func (p *parser) int32Field(key string, dst *int32, minVal int32) {
 	}
 }
 
+// limit reads a size limit: def when absent, otherwise an integer of at
+// least 1, returned as announced (the caller lowers it).
+func (p *parser) limit(key string, def int64) int64 {
+	v, ok := p.fields[key]
+	if !ok {
+		return def
+	}
+	n, isInt := asInt64(v)
+	switch {
+	case !isInt:
+		p.fail("%s is a %s, not an integer", key, describe(v))
+	case n < 1:
+		p.fail("%s is %d, must be at least 1", key, n)
+	default:
+		return n
+	}
+	return def
+}
+
 // int64Field reads an integral number (int32, int64 or double).
 func (p *parser) int64Field(key string) (int64, bool) {
 	v, ok := p.fields[key]
@@ -335,42 +419,69 @@ func (p *parser) boolField(key string, dst *bool) {
 	*dst = b
 }
 
+// stringField reads a string of at most maxStringLen bytes.
 func (p *parser) stringField(key string, dst *string) {
 	v, ok := p.fields[key]
 	if !ok {
 		return
 	}
-	s, isStr := v.StringValueOK()
+	b, isStr := stringBytes(bsoncore.Value{Type: bsoncore.Type(v.Type), Data: v.Value})
 	if !isStr {
 		p.fail("%s is a %s, not a string", key, v.Type)
 		return
 	}
-	*dst = s
+	if len(b) > maxStringLen {
+		p.fail("%s of %d bytes is longer than %d", key, len(b), maxStringLen)
+		return
+	}
+	*dst = string(b)
 }
 
-// compressor returns the first of ours that the server lists.
-func (p *parser) compressor(ours []string) string {
+// compressors returns those of ours that the server lists, in our order.
+// The server's entries must all be strings; they are compared, not copied.
+func (p *parser) compressors(ours []string) []string {
 	v, ok := p.fields["compression"]
 	if !ok {
-		return ""
+		return nil
 	}
-	theirs, err := stringArray(v)
+	arr, isArr := v.ArrayOK()
+	if !isArr {
+		p.fail("compression: a %s, not an array", v.Type)
+		return nil
+	}
+	known := [...]string{CompressorSnappy, CompressorZlib, CompressorZstd}
+	var listed [len(known)]bool
+	err := eachEntry(arr, func(i int, e bsoncore.Value) error {
+		s, isStr := stringBytes(e)
+		if !isStr {
+			return fmt.Errorf("entry %d is a %s, not a string", i, bson.Type(e.Type))
+		}
+		for j, name := range known {
+			if string(s) == name {
+				listed[j] = true
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		p.fail("compression: %v", err)
-		return ""
+		return nil
 	}
+	var out []string
 	for _, c := range knownCompressors(ours) {
-		for _, s := range theirs {
-			if s == c {
-				return s
+		for j, name := range known {
+			if c == name && listed[j] {
+				out = append(out, name)
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // mechs reads saslSupportedMechs without judging its contents: non-string
-// entries are skipped (the specification forbids validating them).
+// entries, and strings too long to name a SASL mechanism, are skipped (the
+// specification forbids validating them), and only the first maxSaslMechs
+// are kept.
 func (p *parser) mechs() []string {
 	v, ok := p.fields["saslSupportedMechs"]
 	if !ok {
@@ -381,16 +492,16 @@ func (p *parser) mechs() []string {
 		p.fail("saslSupportedMechs is a %s, not an array", v.Type)
 		return nil
 	}
-	vals, err := validValues(arr)
+	out := []string{}
+	err := eachEntry(arr, func(_ int, e bsoncore.Value) error {
+		if s, isStr := stringBytes(e); isStr && len(s) <= maxMechNameLen && len(out) < maxSaslMechs {
+			out = append(out, string(s))
+		}
+		return nil
+	})
 	if err != nil {
 		p.fail("saslSupportedMechs: %v", err)
 		return nil
-	}
-	out := make([]string, 0, len(vals))
-	for _, e := range vals {
-		if s, ok := e.StringValueOK(); ok {
-			out = append(out, s)
-		}
 	}
 	return out
 }
@@ -432,36 +543,49 @@ func (p *parser) topologyVersion() *TopologyVersion {
 	return &TopologyVersion{ProcessID: oid, Counter: n}
 }
 
-// stringArray reads an array whose entries must all be strings.
-func stringArray(v bson.RawValue) ([]string, error) {
-	arr, ok := v.ArrayOK()
-	if !ok {
-		return nil, fmt.Errorf("a %s, not an array", v.Type)
+// eachEntry calls fn with each entry of arr, in order, after checking the
+// entry's framing and key ("0", "1", ...), and stops at the first error. It
+// allocates nothing, whatever the number of entries.
+func eachEntry(arr bson.RawArray, fn func(i int, v bsoncore.Value) error) error {
+	n, _, ok := bsoncore.ReadLength(arr)
+	if !ok || n < 5 || int(n) != len(arr) || arr[n-1] != 0 {
+		return errors.New("malformed BSON: bad array framing")
 	}
-	vals, err := validValues(arr)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, 0, len(vals))
-	for i, e := range vals {
-		s, ok := e.StringValueOK()
+	var want [20]byte
+	for i, rest := 0, []byte(arr[4:n-1]); len(rest) > 0; i++ {
+		e, next, ok := bsoncore.ReadElement(rest)
 		if !ok {
-			return nil, fmt.Errorf("entry %d is a %s, not a string", i, e.Type)
+			return fmt.Errorf("malformed BSON: entry %d is truncated", i)
 		}
-		out = append(out, s)
+		rest = next
+		key, err := e.KeyBytesErr()
+		if err != nil {
+			return fmt.Errorf("malformed BSON: entry %d: %w", i, err)
+		}
+		if !bytes.Equal(key, strconv.AppendInt(want[:0], int64(i), 10)) {
+			return fmt.Errorf("malformed BSON: array key %q is out of order or invalid", key)
+		}
+		v, err := e.ValueErr()
+		if err != nil {
+			return fmt.Errorf("malformed BSON: entry %d: %w", i, err)
+		}
+		if err := fn(i, v); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
-func validValues(arr bson.RawArray) ([]bson.RawValue, error) {
-	if err := arr.Validate(); err != nil {
-		return nil, fmt.Errorf("malformed BSON: %w", err)
+// stringBytes returns the bytes of a string value without copying them.
+func stringBytes(v bsoncore.Value) ([]byte, bool) {
+	if v.Type != bsoncore.TypeString || len(v.Data) < 5 {
+		return nil, false
 	}
-	vals, err := arr.Values()
-	if err != nil {
-		return nil, fmt.Errorf("malformed BSON: %w", err)
+	n := int64(int32(binary.LittleEndian.Uint32(v.Data)))
+	if n < 1 || 4+n > int64(len(v.Data)) || v.Data[4+n-1] != 0 {
+		return nil, false
 	}
-	return vals, nil
+	return v.Data[4 : 4+n-1], true
 }
 
 // describe names the type of v, and its value for non-integral doubles.

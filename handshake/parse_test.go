@@ -253,7 +253,6 @@ func TestParseHostile(t *testing.T) {
 		{"string ok", raw(t, bson.D{{Key: "ok", Value: "1"}}), "ok is a string"},
 		{"negative maxBsonObjectSize", okReply(t, bson.E{Key: "maxBsonObjectSize", Value: int32(-1)}), "maxBsonObjectSize is -1"},
 		{"zero maxMessageSizeBytes", okReply(t, bson.E{Key: "maxMessageSizeBytes", Value: int32(0)}), "maxMessageSizeBytes is 0"},
-		{"huge maxWriteBatchSize", okReply(t, bson.E{Key: "maxWriteBatchSize", Value: int64(math.MaxInt64)}), "maxWriteBatchSize"},
 		{"fractional size", okReply(t, bson.E{Key: "maxBsonObjectSize", Value: 1.5}), "not an integer"},
 		{"NaN size", okReply(t, bson.E{Key: "maxBsonObjectSize", Value: math.NaN()}), "not an integer"},
 		{"string size", okReply(t, bson.E{Key: "maxBsonObjectSize", Value: "16MB"}), "maxBsonObjectSize is a string"},

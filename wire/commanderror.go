@@ -19,7 +19,8 @@ type CommandError struct {
 	CodeName string
 	// Message is the reply's "errmsg".
 	Message string
-	// Labels are the reply's "errorLabels", such as "RetryableWriteError".
+	// Labels are the reply's "errorLabels", such as "RetryableWriteError":
+	// its first 32 string entries.
 	Labels []string
 	// Raw is the whole reply, for the fields not copied here (such as
 	// topologyVersion). It aliases the message the reply was decoded from.
@@ -97,13 +98,23 @@ func newCommandError(reply bson.Raw) *CommandError {
 	}
 	e.CodeName, _ = reply.Lookup("codeName").StringValueOK()
 	e.Message, _ = reply.Lookup("errmsg").StringValueOK()
-	if labels, ok := reply.Lookup("errorLabels").ArrayOK(); ok {
-		values, _ := labels.Values()
-		for _, l := range values {
-			if s, ok := l.StringValueOK(); ok {
+	if labels, ok := reply.Lookup("errorLabels").ArrayOK(); ok && len(labels) >= 5 {
+		// Walked in place rather than with Values, which would allocate for
+		// every entry of a hostile array of millions.
+		for rest := labels[4 : len(labels)-1]; len(rest) > 0 && len(e.Labels) < maxErrorLabels; {
+			elem, next, ok := bsoncore.ReadElement(rest)
+			if !ok {
+				break
+			}
+			rest = next
+			if s, ok := elem.Value().StringValueOK(); ok {
 				e.Labels = append(e.Labels, s)
 			}
 		}
 	}
 	return e
 }
+
+// maxErrorLabels is how many errorLabels a CommandError keeps: the first
+// ones. MongoDB defines about ten labels and attaches two or three.
+const maxErrorLabels = 32

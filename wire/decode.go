@@ -2,10 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"hash/maphash"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -54,7 +57,10 @@ func DecodeMsg(msg []byte) (Header, *Msg, error) {
 
 	m := &Msg{Flags: flags}
 	haveBody := false
-	var seen map[string]struct{} // identifiers, once there are many sequences
+	// Slices sized exactly, rather than grown by appending, keep what a
+	// message of millions of tiny sections or documents costs to a few
+	// times its size.
+	var docs []bson.Raw // every sequence's documents, back to back
 	pos := HeaderSize + 4
 	for pos < end {
 		kind := msg[pos]
@@ -73,12 +79,17 @@ func DecodeMsg(msg []byte) (Header, *Msg, error) {
 			m.Body = doc
 			pos += len(doc)
 		case sectionSequence:
-			s, n, err := readSequence(msg[pos:end])
+			if m.Sequences == nil { // the first: size for this one and those after
+				nSeq, nDocs := countSections(msg[at:end])
+				m.Sequences = make([]Sequence, 0, nSeq)
+				docs = make([]bson.Raw, 0, nDocs)
+			}
+			s, n, err := readSequence(msg[pos:end], &docs)
 			if err != nil {
 				return h, nil, protoErrorf("OP_MSG: document sequence section at offset %d: %w", at, err)
 			}
-			if dup := duplicateIdentifier(m.Sequences, &seen, s.Identifier); dup {
-				return h, nil, protoErrorf("OP_MSG: document sequence section at offset %d: identifier %q already used; identifiers must be unique", at, s.Identifier)
+			if len(m.Sequences) < scanLimit && slices.ContainsFunc(m.Sequences, func(prev Sequence) bool { return prev.Identifier == s.Identifier }) {
+				return h, nil, duplicateError(at, s.Identifier)
 			}
 			m.Sequences = append(m.Sequences, s)
 			pos += n
@@ -89,7 +100,16 @@ func DecodeMsg(msg []byte) (Header, *Msg, error) {
 	if !haveBody {
 		return h, nil, protoErrorf("OP_MSG: no body section (kind 0); exactly one is required")
 	}
+	if len(m.Sequences) > scanLimit {
+		if i := duplicateIdentifier(m.Sequences); i >= 0 {
+			return h, nil, duplicateError(sequenceOffset(msg[:end], i), m.Sequences[i].Identifier)
+		}
+	}
 	return h, m, nil
+}
+
+func duplicateError(offset int, id string) error {
+	return protoErrorf("OP_MSG: document sequence section at offset %d: identifier %q already used; identifiers must be unique", offset, id)
 }
 
 // readDocument reads the BSON document at the start of b, which must hold
@@ -112,9 +132,46 @@ func readDocument(b []byte) (bson.Raw, error) {
 	return doc, nil
 }
 
+// countSections counts the kind 1 sections of b, the sections of an
+// OP_MSG, and the documents they hold, from their length prefixes alone. It
+// stops, with the counts so far, where the framing breaks: DecodeMsg then
+// reports the error.
+func countSections(b []byte) (sequences, documents int) {
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		if len(b) < 4 {
+			return
+		}
+		n := int64(int32(binary.LittleEndian.Uint32(b)))
+		if n < 5 || n > int64(len(b)) {
+			return
+		}
+		if kind == sectionSequence {
+			sequences++
+			sec := b[4:n]
+			nul := bytes.IndexByte(sec, 0)
+			if nul < 0 {
+				return
+			}
+			for d := sec[nul+1:]; len(d) >= 4; {
+				dn := int64(int32(binary.LittleEndian.Uint32(d)))
+				if dn < 5 || dn > int64(len(d)) {
+					break
+				}
+				documents++
+				d = d[dn:]
+			}
+		}
+		b = b[n:]
+	}
+	return
+}
+
 // readSequence reads the payload of a kind 1 section at the start of b (just
-// after the kind byte) and returns it with its size.
-func readSequence(b []byte) (Sequence, int, error) {
+// after the kind byte) and returns it with its size. Its documents are
+// appended to *docs, and the Sequence's Documents are that part of *docs.
+func readSequence(b []byte, docs *[]bson.Raw) (Sequence, int, error) {
 	if len(b) < 4 {
 		return Sequence{}, 0, fmt.Errorf("size needs 4 bytes, only %d remain", len(b))
 	}
@@ -134,40 +191,84 @@ func readSequence(b []byte) (Sequence, int, error) {
 		return Sequence{}, 0, errors.New("empty identifier")
 	}
 	s := Sequence{Identifier: string(sec[:nul])}
-	for docs, off := sec[nul+1:], 4+nul+1; len(docs) > 0; {
-		doc, err := readDocument(docs)
+	first := len(*docs)
+	for rest, off := sec[nul+1:], 4+nul+1; len(rest) > 0; {
+		doc, err := readDocument(rest)
 		if err != nil {
-			return Sequence{}, 0, fmt.Errorf("identifier %q: document %d at section offset %d: %w", s.Identifier, len(s.Documents), off, err)
+			return Sequence{}, 0, fmt.Errorf("identifier %q: document %d at section offset %d: %w", s.Identifier, len(*docs)-first, off, err)
 		}
-		s.Documents = append(s.Documents, doc)
-		docs = docs[len(doc):]
+		*docs = append(*docs, doc)
+		rest = rest[len(doc):]
 		off += len(doc)
+	}
+	if n := len(*docs); n > first {
+		s.Documents = (*docs)[first:n:n] // an append by the caller must not overwrite the next sequence's
 	}
 	return s, int(size), nil
 }
 
-// duplicateIdentifier reports whether id is already among seqs. It scans a
-// few sequences and switches to a map beyond that, so that hostile messages
-// with very many sequences cost linear time.
-func duplicateIdentifier(seqs []Sequence, seen *map[string]struct{}, id string) bool {
-	const scanLimit = 16
-	if len(seqs) < scanLimit {
-		for i := range seqs {
-			if seqs[i].Identifier == id {
-				return true
+// scanLimit is the number of sequences up to which DecodeMsg looks for a
+// repeated identifier by scanning the ones before; beyond, it checks them
+// all once they are read (see duplicateIdentifier).
+const scanLimit = 16
+
+// duplicateIdentifier returns the index of the first sequence of seqs, in
+// message order, whose identifier an earlier one has, or -1. It sorts the
+// identifiers' hashes, with a seed of its own so that no message can make
+// them collide, which costs 16 bytes a sequence and well under a second for
+// a hostile message of millions of sequences; a map of the identifiers
+// would cost several times as much.
+func duplicateIdentifier(seqs []Sequence) int {
+	type entry struct {
+		hash  uint64
+		index int
+	}
+	seed := maphash.MakeSeed()
+	es := make([]entry, len(seqs))
+	for i := range seqs {
+		es[i] = entry{maphash.String(seed, seqs[i].Identifier), i}
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.index, b.index)
+	})
+	dup := -1
+	for run := 0; run < len(es); {
+		end := run + 1
+		for end < len(es) && es[end].hash == es[run].hash {
+			end++
+		}
+		// Within a run of equal hashes, in message order: almost always
+		// equal identifiers, so the first comparison settles each one.
+		for j := run + 1; j < end; j++ {
+			for k := run; k < j; k++ {
+				if seqs[es[j].index].Identifier == seqs[es[k].index].Identifier {
+					if dup < 0 || es[j].index < dup {
+						dup = es[j].index
+					}
+					break
+				}
 			}
 		}
-		return false
+		run = end
 	}
-	if *seen == nil {
-		*seen = make(map[string]struct{}, 2*scanLimit)
-		for i := range seqs {
-			(*seen)[seqs[i].Identifier] = struct{}{}
+	return dup
+}
+
+// sequenceOffset returns the offset in msg, a valid OP_MSG, of its kind 1
+// section number i.
+func sequenceOffset(msg []byte, i int) int {
+	for pos := HeaderSize + 4; pos < len(msg); {
+		n := int(binary.LittleEndian.Uint32(msg[pos+1:]))
+		if msg[pos] == sectionSequence {
+			if i == 0 {
+				return pos
+			}
+			i--
 		}
+		pos += 1 + n
 	}
-	if _, ok := (*seen)[id]; ok {
-		return true
-	}
-	(*seen)[id] = struct{}{}
-	return false
+	return -1
 }

@@ -5,8 +5,11 @@
 //
 // The package knows nothing of connections or pooling. It turns commands into
 // bytes and bytes into replies, and it treats every byte it reads as hostile:
-// decoding validates every length, never panics, and never allocates more
-// than the caller's maximum message size, whatever a peer claims.
+// decoding validates every length, never panics, and allocates in proportion
+// to the bytes a peer actually sent (a few times their size at most), within
+// the caller's maximum message size, never to what the peer claims.
+// Decompression refuses compressors that were not negotiated, and stops when
+// the caller's context ends.
 //
 // A typical exchange, as the connection package performs it:
 //
@@ -14,7 +17,8 @@
 //	// optionally: req, err = wire.AppendCompressed(nil, req, wire.CompressorZstd, 0)
 //	err = wire.WriteMessage(conn, req)
 //	raw, err := wire.ReadMessage(conn, maxMessageSize)
-//	hdr, reply, err := wire.DecodeReply(raw, maxMessageSize)
+//	hdr, reply, err := wire.DecodeReplyContext(ctx, raw, wire.DecodeOptions{
+//		MaxMessageSize: maxMessageSize, Compressors: negotiated})
 //	err = wire.CheckReply(reply.Body)
 //
 // Errors caused by bytes that break the protocol (a peer's fault) match

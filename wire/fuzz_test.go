@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -134,6 +135,13 @@ func FuzzDecompress(f *testing.F) {
 
 func checkDecompress(t *testing.T, data []byte) {
 	out, err := wire.Decompress(data, fuzzMax)
+	// Inflating in steps of a few bytes, as large messages are, must come to
+	// the same result.
+	opts := wire.DecodeOptions{MaxMessageSize: fuzzMax, Compressors: []wire.CompressorID{0, 1, 2, 3}}
+	stepped, err2 := wire.DecompressStep(context.Background(), data, opts, 7)
+	if (err == nil) != (err2 == nil) || !bytes.Equal(out, stepped) || (err2 != nil && !errors.Is(err2, wire.ErrProtocol)) {
+		t.Fatalf("in steps: %v, %d bytes; at once: %v, %d bytes", err2, len(stepped), err, len(out))
+	}
 	if err != nil {
 		if out != nil || !errors.Is(err, wire.ErrProtocol) {
 			t.Fatalf("Decompress error %v (is ErrProtocol: %v), %d bytes", err, errors.Is(err, wire.ErrProtocol), len(out))
@@ -223,6 +231,10 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"compressed-corrupt-zlib":   compressedMsg(wire.OpMsg, n, 2, []byte{0x78, 0x9c, 0xff, 0xff, 0xff}),
 		"compressed-corrupt-snappy": compressedMsg(wire.OpMsg, 10, 1, []byte{10, 0x01, 0x05}),
 		"compressed-zstd-stream":    compressedMsg(wire.OpMsg, n, 3, zstdStream(t, body)),
+		"compressed-zstd-rle":       compressedMsg(wire.OpMsg, 4<<17, 3, zstdRLE(0x38, 4)),
+		"compressed-zstd-rle-bomb":  compressedMsg(wire.OpMsg, 1000, 3, zstdRLE(0x38, 64)),
+		"compressed-zstd-window":    compressedMsg(wire.OpMsg, 4<<17, 3, zstdRLE(18<<3, 4)),
+		"compressed-zstd-truncated": compressedMsg(wire.OpMsg, 4<<17, 3, zstdRLE(0x38, 4)[:12]),
 	}
 	streams := map[string][]byte{
 		"empty":            nil,

@@ -1,20 +1,30 @@
 package wire
 
+import "context"
+
 // DecodeReply decodes msg, one complete reply as ReadMessage returns it:
 // an OP_COMPRESSED is decompressed (within maxMessageSize, <= 0 meaning
-// DefaultMaxMessageSize) and must wrap an OP_MSG, and any other opcode is
-// rejected. The returned header is that of the OP_MSG, which keeps the
-// requestID and responseTo of the message received. Every error matches
-// ErrProtocol.
+// DefaultMaxMessageSize, with any compressor) and must wrap an OP_MSG, and
+// any other opcode is rejected. The returned header is that of the OP_MSG,
+// which keeps the requestID and responseTo of the message received. Every
+// error matches ErrProtocol.
 //
 // The returned Msg aliases msg, or the decompressed copy of it.
 func DecodeReply(msg []byte, maxMessageSize int32) (Header, *Msg, error) {
+	return DecodeReplyContext(context.Background(), msg, DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: anyCompressor[:]})
+}
+
+// DecodeReplyContext is DecodeReply as a connection needs it: an
+// OP_COMPRESSED must use one of opts.Compressors, and is decompressed within
+// ctx (see DecompressContext). An error from ctx does not match ErrProtocol;
+// every other error does.
+func DecodeReplyContext(ctx context.Context, msg []byte, opts DecodeOptions) (Header, *Msg, error) {
 	h, err := ParseHeader(msg)
 	if err != nil {
 		return h, nil, err
 	}
 	if h.OpCode == OpCompressed {
-		if msg, err = Decompress(msg, maxMessageSize); err != nil {
+		if msg, err = DecompressContext(ctx, msg, opts); err != nil {
 			return h, nil, err
 		}
 	}

@@ -16,7 +16,10 @@ import (
 // the reply's body. It honours ctx's deadline and cancellation.
 //
 //   - Transport or protocol failure (I/O error, timeout, malformed reply):
-//     a nil reply and the error. The connection is then unusable.
+//     a nil reply and the error. The connection is then unusable, unless
+//     ctx ended only the decompression of a reply read whole.
+//   - A command larger than the server's limits: a nil reply and a
+//     *SizeLimitError, before anything is sent. The connection stays usable.
 //   - The server replied with "ok" not 1: the reply AND the *CommandError
 //     that CheckReply returns for it, so callers can both read the reply and
 //     test the error (errors.As, HasErrorLabel).
