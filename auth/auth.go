@@ -24,6 +24,14 @@
 // stay wrapped in it, so errors.Is and errors.As reach them; a server that
 // refuses a command (ok:0, such as AuthenticationFailed) shows as a wrapped
 // *wire.CommandError.
+//
+// No password reaches an output of this package, whatever the server sends:
+// a Credential and an Authenticator show "xxxxx" in its place with every
+// verb of fmt, in log/slog and in encoding/json; an error that would quote
+// the password, raw, escaped or encoded (a server that echoes the PLAIN
+// payload in its errmsg, for one), shows "xxxxx" instead, and the
+// *wire.CommandError that errors.As finds is a copy whose message, code
+// name, labels and reply are scrubbed the same way.
 package auth
 
 import (
@@ -31,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/xdg-go/scram"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -48,19 +55,23 @@ const (
 )
 
 // Credential is what the user configured.
+//
+// A Credential never shows its password: fmt's verbs (see Format) show
+// "xxxxx" in its place, and encoding/json (and so log/slog's JSON handler)
+// leaves out Password and Props (which may hold a token).
 type Credential struct {
 	// Source is the authentication database. Empty for the mechanism's
 	// default: "admin" for SCRAM, "$external" for PLAIN and MONGODB-X509.
 	Source   string
 	Username string
-	Password string
+	Password string `json:"-"`
 	// PasswordSet is true when a password was given, even an empty one.
 	PasswordSet bool
 	// Mechanism is empty to negotiate SCRAM-SHA-256 or SCRAM-SHA-1.
 	Mechanism string
 	// Props are the mechanism properties; none of the supported mechanisms
 	// takes any.
-	Props map[string]string
+	Props map[string]string `json:"-"`
 }
 
 // Hello is what the handshake reply told about authentication.
@@ -105,15 +116,23 @@ func authErr(mech string, format string, args ...any) *Error {
 
 // Authenticator authenticates connections with one credential. It is safe
 // for concurrent use.
+//
+// No Authenticator shows its password, nor the keys derived from it: fmt's
+// verbs and log/slog show its mechanism, source and user name only, and an
+// error it returns shows "xxxxx" where the server's reply (or anything else)
+// held the password or an encoding of it (see scrubber).
 type Authenticator struct {
-	cred   Credential
-	mech   string // canonical name; "" to negotiate
-	source string
+	mech        string // canonical name; "" to negotiate
+	source      string
+	username    string
+	passwordSet bool
+	// keys holds the password and what is derived from it. It is reached
+	// through a function, which fmt prints as an address whatever the verb:
+	// a struct that holds the Authenticator in an unexported field, which
+	// fmt prints without calling its methods, cannot show them.
+	keys func() *keyring
 
 	nonceGen scram.NonceGeneratorFcn // tests only; nil: crypto/rand
-
-	mu      sync.Mutex
-	clients map[string]*scram.Client // by mechanism, with their key caches
 }
 
 // New checks the credential and returns its Authenticator. It fails, with an
@@ -124,12 +143,14 @@ func New(cred Credential) (*Authenticator, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Authenticator{cred: cred, mech: mech, source: cred.Source}
+	k := &keyring{password: cred.Password, scrub: newScrubber(cred.Username, cred.Password)}
+	a := &Authenticator{mech: mech, source: cred.Source, username: cred.Username,
+		passwordSet: cred.PasswordSet || cred.Password != "", keys: func() *keyring { return k }}
 	name := mech // "" when negotiated: the errors below then name no mechanism
 	if len(cred.Props) > 0 {
 		return nil, authErr(name, "mechanism properties are not supported")
 	}
-	hasPassword := cred.PasswordSet || cred.Password != ""
+	hasPassword := a.passwordSet
 	switch mech {
 	case "", SCRAMSHA1, SCRAMSHA256, PLAIN:
 		if cred.Username == "" {
@@ -186,7 +207,7 @@ func (a *Authenticator) SaslSupportedMechs() string {
 	if a.mech != "" {
 		return ""
 	}
-	return a.source + "." + a.cred.Username
+	return a.source + "." + a.username
 }
 
 // Authenticate runs the authentication conversation on conn, choosing the
@@ -254,7 +275,7 @@ func (a *Authenticator) Speculate() (*Speculation, error) {
 	case "", SCRAMSHA256, SCRAMSHA1:
 		if s.mech == "" {
 			s.mech = SCRAMSHA256
-			if _, err := saslPrep(a.cred.Password); err != nil {
+			if _, err := saslPrep(a.keys().password); err != nil {
 				// Negotiation may still pick SCRAM-SHA-1, which
 				// does not SASLprep: do not speculate.
 				return s, nil
@@ -333,19 +354,20 @@ func marshal(mech string, d bson.D) (bson.Raw, error) {
 // roundTrip runs cmd (with "$db") and checks the reply's ok with
 // wire.CheckReply. A failure is an *Error naming the command that wraps the
 // cause: the *wire.CommandError of an ok:0 reply (whether conn or
-// wire.CheckReply made it), or the connection's error.
-func roundTrip(ctx context.Context, conn wire.RoundTripper, mech, name string, d bson.D, db string) (bson.Raw, error) {
+// wire.CheckReply made it), or the connection's error, scrubbed of the
+// password (a server may echo what it received).
+func (a *Authenticator) roundTrip(ctx context.Context, conn wire.RoundTripper, mech, name string, d bson.D, db string) (bson.Raw, error) {
 	d = append(d, bson.E{Key: "$db", Value: db})
 	cmd, err := marshal(mech, d)
 	if err != nil {
 		return nil, err
 	}
 	reply, err := conn.RoundTrip(ctx, cmd)
-	if err != nil {
-		return nil, &Error{Mechanism: mech, Err: fmt.Errorf("%s: %w", name, err)}
+	if err == nil {
+		err = wire.CheckReply(reply)
 	}
-	if err := wire.CheckReply(reply); err != nil {
-		return nil, &Error{Mechanism: mech, Err: fmt.Errorf("%s: %w", name, err)}
+	if err != nil {
+		return nil, &Error{Mechanism: mech, Err: fmt.Errorf("%s: %w", name, a.keys().scrub.error(err))}
 	}
 	return reply, nil
 }

@@ -31,6 +31,9 @@ type fakeServer struct {
 	iters int
 	// x509User is the certificate subject; "" rejects X509.
 	x509User string
+	// nonce, when set, is the server's part of every SCRAM nonce (random
+	// otherwise).
+	nonce string
 	// hook, when set, may answer a command in place of the server.
 	hook func(name string, cmd bson.Raw) (bson.Raw, error, bool)
 
@@ -214,6 +217,9 @@ func (s *fakeServer) saslStart(db, mech string, p []byte, skipEmpty bool) (bson.
 	}
 	if err != nil {
 		return nil, err
+	}
+	if s.nonce != "" {
+		srv = srv.WithNonceGenerator(func() string { return s.nonce })
 	}
 	conv := srv.NewConversation()
 	out, err := conv.Step(string(p))

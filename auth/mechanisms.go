@@ -12,15 +12,10 @@ import (
 // "\x00username\x00password" (no authorization identity), which the server
 // must answer with done:true.
 func (a *Authenticator) plain(ctx context.Context, conn wire.RoundTripper) error {
-	payload := make([]byte, 0, 2+len(a.cred.Username)+len(a.cred.Password))
-	payload = append(payload, 0)
-	payload = append(payload, a.cred.Username...)
-	payload = append(payload, 0)
-	payload = append(payload, a.cred.Password...)
-	reply, err := roundTrip(ctx, conn, PLAIN, "saslStart", bson.D{
+	reply, err := a.roundTrip(ctx, conn, PLAIN, "saslStart", bson.D{
 		{Key: "saslStart", Value: int32(1)},
 		{Key: "mechanism", Value: PLAIN},
-		{Key: "payload", Value: bson.Binary{Subtype: 0, Data: payload}},
+		{Key: "payload", Value: bson.Binary{Subtype: 0, Data: plainPayload(a.username, a.keys().password)}},
 	}, a.source)
 	if err != nil {
 		return err
@@ -35,6 +30,15 @@ func (a *Authenticator) plain(ctx context.Context, conn wire.RoundTripper) error
 	return nil
 }
 
+// plainPayload is the PLAIN message: "\x00username\x00password".
+func plainPayload(username, password string) []byte {
+	payload := make([]byte, 0, 2+len(username)+len(password))
+	payload = append(payload, 0)
+	payload = append(payload, username...)
+	payload = append(payload, 0)
+	return append(payload, password...)
+}
+
 // x509Command is the authenticate command, without "$db". The username goes
 // in only when the user gave one.
 func (a *Authenticator) x509Command() bson.D {
@@ -42,14 +46,14 @@ func (a *Authenticator) x509Command() bson.D {
 		{Key: "authenticate", Value: int32(1)},
 		{Key: "mechanism", Value: X509},
 	}
-	if a.cred.Username != "" {
-		d = append(d, bson.E{Key: "user", Value: a.cred.Username})
+	if a.username != "" {
+		d = append(d, bson.E{Key: "user", Value: a.username})
 	}
 	return d
 }
 
 // x509 runs the MONGODB-X509 authenticate command on $external.
 func (a *Authenticator) x509(ctx context.Context, conn wire.RoundTripper) error {
-	_, err := roundTrip(ctx, conn, X509, "authenticate", a.x509Command(), "$external")
+	_, err := a.roundTrip(ctx, conn, X509, "authenticate", a.x509Command(), "$external")
 	return err
 }

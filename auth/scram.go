@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -30,9 +31,10 @@ const maxIterations = 10_000_000
 // digest and no SASLprep; SCRAM-SHA-256 SASLpreps the password. Neither
 // SASLpreps the username.
 func (a *Authenticator) scramClient(mech string) (*scram.Client, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c := a.clients[mech]; c != nil {
+	k := a.keys()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.clients[mech]; c != nil {
 		return c, nil
 	}
 	var (
@@ -41,13 +43,13 @@ func (a *Authenticator) scramClient(mech string) (*scram.Client, error) {
 	)
 	switch mech {
 	case SCRAMSHA1:
-		c, err = scram.SHA1.NewClientUnprepped(a.cred.Username, mongoPasswordDigest(a.cred.Username, a.cred.Password), "")
+		c, err = scram.SHA1.NewClientUnprepped(a.username, mongoPasswordDigest(a.username, k.password), "")
 	default:
 		var prepped string
-		if prepped, err = saslPrep(a.cred.Password); err != nil {
+		if prepped, err = saslPrep(k.password); err != nil {
 			return nil, err
 		}
-		c, err = scram.SHA256.NewClientUnprepped(a.cred.Username, prepped, "")
+		c, err = scram.SHA256.NewClientUnprepped(a.username, prepped, "")
 	}
 	if err != nil {
 		return nil, authErr(mech, "%v", err)
@@ -56,10 +58,10 @@ func (a *Authenticator) scramClient(mech string) (*scram.Client, error) {
 	if a.nonceGen != nil {
 		c = c.WithNonceGenerator(a.nonceGen)
 	}
-	if a.clients == nil {
-		a.clients = map[string]*scram.Client{}
+	if k.clients == nil {
+		k.clients = map[string]*scram.Client{}
 	}
-	a.clients[mech] = c
+	k.clients[mech] = c
 	return c, nil
 }
 
@@ -119,7 +121,7 @@ func (c *scramConv) run(ctx context.Context, conn wire.RoundTripper) error {
 	if err != nil {
 		return err
 	}
-	reply, err := roundTrip(ctx, conn, c.mech, "saslStart", start, c.a.source)
+	reply, err := c.a.roundTrip(ctx, conn, c.mech, "saslStart", start, c.a.source)
 	if err != nil {
 		return err
 	}
@@ -164,7 +166,7 @@ func (c *scramConv) finish(ctx context.Context, conn wire.RoundTripper, r saslRe
 		if err := ctx.Err(); err != nil {
 			return &Error{Mechanism: c.mech, Err: err}
 		}
-		reply, err := roundTrip(ctx, conn, c.mech, "saslContinue", bson.D{
+		reply, err := c.a.roundTrip(ctx, conn, c.mech, "saslContinue", bson.D{
 			{Key: "saslContinue", Value: int32(1)},
 			{Key: "conversationId", Value: id},
 			{Key: "payload", Value: bson.Binary{Subtype: 0, Data: payload}},
@@ -198,7 +200,8 @@ func (c *scramConv) step(ctx context.Context, challenge []byte) (string, error) 
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return "", authErr(c.mech, "authentication failed: %v", r.err)
+			// The SCRAM library quotes the server's messages.
+			return "", &Error{Mechanism: c.mech, Err: fmt.Errorf("authentication failed: %w", c.a.keys().scrub.error(r.err))}
 		}
 		return r.msg, nil
 	case <-ctx.Done():

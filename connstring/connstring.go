@@ -38,10 +38,11 @@ var ErrUnsupportedAuthMechanism = errors.New("authentication mechanism not suppo
 // unset. Durations come from the options in milliseconds (or seconds for
 // maxStalenessSeconds, kept as a number because -1 is meaningful).
 //
-// Password, TLSCertificateKeyFilePassword, ProxyPassword and the
-// AWS_SESSION_TOKEN of AuthMechanismProperties are secrets: the String,
-// Redacted, GoString, Format, LogValue and MarshalJSON methods never show
-// them, and neither do errors and warnings. Do not print them yourself.
+// Password, TLSCertificateKeyFilePassword, ProxyPassword and the values of
+// AuthMechanismProperties other than the public ones (AWS_SESSION_TOKEN
+// among them) are secrets, and so may be the values of unknown options: the
+// String, Redacted, GoString, Format, LogValue and MarshalJSON methods never
+// show them, and neither do errors and warnings. Do not print them yourself.
 type ConnString struct {
 	// Scheme is SchemeMongoDB or SchemeMongoDBSRV.
 	Scheme string
@@ -139,7 +140,10 @@ type ConnString struct {
 
 	// Warnings are the problems that the specifications say to report without
 	// failing: unknown options, ignored invalid values, repeated options,
-	// deprecated options. They never contain a secret.
+	// deprecated options. They never contain a secret. Each is one bounded
+	// sentence starting with "connstring: "; a repeated one is given once,
+	// ending with " (N times)"; at most 20 distinct ones are kept, and then a
+	// last one tells how many were left out.
 	Warnings []string
 
 	raw         string          // the connection string as given: holds secrets

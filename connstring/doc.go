@@ -30,6 +30,18 @@
 // the value. A repeated option keeps its last valid value, with a warning
 // (readPreferenceTags is a list; a repeated proxy option is an error).
 //
+// What a message shows is bounded, whatever the input: a connection string
+// over 64 KiB is refused at once; a message quotes at most the first 64
+// bytes of a value, followed by "..." and the value's length; a host name
+// or an IP literal over 253 bytes (the DNS limit) and a Unix domain socket
+// path over 255 bytes are errors, so that no address in the pool's events
+// and logs is longer. Warnings are human-readable
+// sentences that start with "connstring: ": a warning repeated (the same
+// unknown option given a thousand times) is kept once, with " (N times)";
+// at most 20 distinct warnings are kept, in order, and a last one tells how
+// many more there were. Parsing takes time and memory linear in the length
+// of the connection string.
+//
 // Legacy forms that the Connection String specification only allows ("MAY")
 // are not supported: ";" as a separator between options, and the alternative
 // boolean spellings ("1", "yes", "y", "t", ...), which get a warning and are
@@ -56,11 +68,23 @@
 //
 // # Secrets
 //
-// The password of the user information, tlsCertificateKeyFilePassword and
-// proxyPassword (and an AWS_SESSION_TOKEN) never appear in an error, a
-// warning, [ConnString.String], [ConnString.Redacted], fmt's verbs (%v, %+v,
-// %#v, %s, %q), a log/slog value or encoding/json's output: they are
-// replaced by "xxxxx", and a message withholds any value that holds one. A
+// The secrets are the password of the user information, the values of
+// tlsCertificateKeyFilePassword and proxyPassword, and the values of the
+// authMechanismProperties other than the public ones (SERVICE_NAME,
+// CANONICALIZE_HOST_NAME, SERVICE_REALM, SERVICE_HOST, ENVIRONMENT and
+// TOKEN_RESOURCE): AWS_SESSION_TOKEN, or a misspelling of it. They never
+// appear in an error, a warning, [ConnString.String], [ConnString.Redacted],
+// fmt's verbs (%v, %+v, %#v, %s, %q, ...), a log/slog value or
+// encoding/json's output: they are replaced by "xxxxx", and a message
+// withholds any value that holds one (and every value, when a connection
+// string has more than 16 distinct secrets). A repeated secret option has
+// every one of its values hidden.
+//
+// A value that may be a secret put where none is expected is hidden too:
+// the value of an unknown option (a misspelled "pasword=" or "proxyPasswd="
+// is unknown) never shows, in Redacted or in its warning, which names the
+// option only; an authMechanismProperties that is not a list of NAME:value
+// pairs, or has a property that is not public, is hidden whole. A
 // connection string with an "@" after its host list (which may come from a
 // password whose "/" or "?" was not percent-encoded) gets errors and
 // warnings that quote nothing from it.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Error is the error of a connection string that cannot be used. Its message
@@ -82,7 +83,7 @@ func (p *parser) run(ctx context.Context, uri string, r Resolver, supportedOnly 
 	if err := p.validateResolved(); err != nil {
 		return nil, err
 	}
-	p.cs.Warnings = p.warnings
+	p.cs.Warnings = p.warnings.result()
 	return p.cs, nil
 }
 
@@ -101,6 +102,30 @@ func checkSupported(c *ConnString) error {
 	return nil
 }
 
+// Bounds of what a parse accepts and shows, so that no input makes an error
+// or the warnings grow with it.
+const (
+	// maxURILength is the longest connection string accepted. Real ones are
+	// well under a kilobyte; this leaves room for long host lists.
+	maxURILength = 64 << 10
+	// maxQuoted is the most of one value that a message quotes; a longer
+	// value is cut, and the message tells its length.
+	maxQuoted = 64
+	// maxWarnings is the number of distinct warnings kept; one more tells
+	// how many were left out. A repeated warning is kept once, with its
+	// count.
+	maxWarnings = 20
+	// maxSecrets is the number of distinct secrets (raw and decoded) that
+	// messages are checked against; with more, no message quotes a value.
+	maxSecrets = 16
+	// maxHostNameLength is the longest host name that DNS allows, and of
+	// an IP literal with its zone.
+	maxHostNameLength = 253
+	// maxSocketPathLength is the longest Unix domain socket path, above the
+	// 104 to 108 bytes that operating systems allow.
+	maxSocketPathLength = 255
+)
+
 // parser holds the state of one parse.
 type parser struct {
 	cs *ConnString
@@ -108,14 +133,24 @@ type parser struct {
 	// list. The user information ends at the first "/" or "?", so a password
 	// with an unescaped "/" or "?" lands in the hosts, the database or the
 	// options: messages then quote nothing from the connection string.
-	quiet   bool
-	secrets []string // see collectSecrets
+	quiet bool
+	// secrets are the lower-cased secrets of the connection string (see
+	// collectSecrets); tooManySecrets is set when it has more than
+	// maxSecrets of them, and then no message quotes a value.
+	secrets        []string
+	tooManySecrets bool
 	// guardFired records that a message withheld a value because it held a
 	// secret (for the fuzz test).
 	guardFired bool
-	warnings   []string
-	counts     map[string]int // instances of each option, by canonical name
-	tlsValues  []bool         // every valid tls and ssl value, in order
+	// suspectEnd is the offset of the last "@" of a suspect connection
+	// string (see ConnString.suspect).
+	suspectEnd int
+	// scanned counts the bytes that quote compared with the secrets (for
+	// the test that the parse stays linear).
+	scanned   int
+	warnings  warnings
+	counts    map[string]int // instances of each option, by canonical name
+	tlsValues []bool         // every valid tls and ssl value, in order
 	// deprecated aliases, applied after the options when their replacement
 	// is absent
 	wtimeout          *time.Duration
@@ -143,32 +178,59 @@ func (p *parser) showNumber(n int) string {
 }
 
 // quote quotes a value for a message unless it holds a secret, compared
-// case-insensitively (host names are lower-cased).
+// case-insensitively (host names are lower-cased). Of a value longer than
+// maxQuoted bytes, it quotes the beginning and tells the length.
 func (p *parser) quote(v string) string {
+	if p.tooManySecrets {
+		p.guardFired = true
+		return "<withheld>"
+	}
 	lower := asciiLower(v)
+	p.scanned += len(v) * (1 + len(p.secrets))
 	for _, s := range p.secrets {
-		if strings.Contains(lower, asciiLower(s)) {
+		if strings.Contains(lower, s) {
 			p.guardFired = true
 			return "<withheld>"
 		}
 	}
-	return strconv.Quote(v)
+	return quoteBounded(v)
+}
+
+// quoteBounded quotes v, or, when it is longer than maxQuoted bytes, its
+// first maxQuoted bytes (fewer when that would cut a UTF-8 sequence)
+// followed by "..." and the length of v.
+func quoteBounded(v string) string {
+	if len(v) <= maxQuoted {
+		return strconv.Quote(v)
+	}
+	cut := maxQuoted
+	for cut > maxQuoted-utf8.UTFMax && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(v[:cut]), len(v))
 }
 
 // collectSecrets returns the secrets of a connection string, raw and
-// decoded: the password of the user information, the values of the secret
-// options, and the AWS_SESSION_TOKEN of authMechanismProperties. It runs
-// before the parse, so that no message quotes them, even one about an
-// earlier part. It does not need a valid connection string.
-func collectSecrets(uri string) []string {
+// decoded, lower-cased and without repeats: the password of the user
+// information, the values of the secret options, and of
+// authMechanismProperties the whole value and those of its properties that
+// are not public (see secretValue). It runs before the parse, so that no
+// message quotes them, even one about an earlier part. It does not need a
+// valid connection string. It stops at more than maxSecrets secrets, and
+// then reports false.
+func collectSecrets(uri string) ([]string, bool) {
 	var secrets []string
-	add := func(raw string) {
-		if raw == "" {
-			return
+	seen := make(map[string]bool)
+	addOne := func(s string) {
+		if s = asciiLower(s); s != "" && !seen[s] && len(secrets) <= maxSecrets {
+			seen[s] = true
+			secrets = append(secrets, s)
 		}
-		secrets = append(secrets, raw)
-		if dec, ok := pctDecode(raw); ok && dec != raw && dec != "" {
-			secrets = append(secrets, dec)
+	}
+	add := func(raw string) {
+		addOne(raw)
+		if dec, ok := pctDecode(raw); ok {
+			addOne(dec)
 		}
 	}
 	rest := uri
@@ -186,9 +248,11 @@ func collectSecrets(uri string) []string {
 	}
 	q := strings.IndexByte(rest[hostEnd:], '?')
 	if q < 0 {
-		return secrets
+		return secrets, len(secrets) <= maxSecrets
 	}
-	for _, pair := range strings.Split(rest[hostEnd+q+1:], "&") {
+	for query := rest[hostEnd+q+1:]; query != "" && len(secrets) <= maxSecrets; {
+		var pair string
+		pair, query, _ = strings.Cut(query, "&")
 		rawKey, rawValue, _ := strings.Cut(pair, "=")
 		key, _ := pctDecode(rawKey)
 		def := optionsByKey[asciiLower(key)]
@@ -201,18 +265,65 @@ func collectSecrets(uri string) []string {
 		}
 		add(rawValue)
 		if def.name == "authMechanismProperties" {
-			for _, prop := range strings.Split(value, ",") {
-				if name, v, ok := strings.Cut(prop, ":"); ok && secretProperties[asciiUpper(name)] {
+			for props := value; props != ""; {
+				var prop string
+				prop, props, _ = strings.Cut(props, ",")
+				if name, v, ok := strings.Cut(prop, ":"); ok && !publicProperties[asciiUpper(name)] {
 					add(v)
 				}
 			}
 		}
 	}
-	return secrets
+	return secrets, len(secrets) <= maxSecrets
+}
+
+// warnings are the warnings of one parse: at most maxWarnings distinct
+// ones, in order, each with its count, and the count of those left out.
+type warnings struct {
+	list   []string
+	counts []int
+	index  map[string]int // position in list
+	more   int
+}
+
+func (w *warnings) add(msg string) {
+	if i, ok := w.index[msg]; ok {
+		w.counts[i]++
+		return
+	}
+	if len(w.list) == maxWarnings {
+		w.more++
+		return
+	}
+	if w.index == nil {
+		w.index = make(map[string]int)
+	}
+	w.index[msg] = len(w.list)
+	w.list = append(w.list, msg)
+	w.counts = append(w.counts, 1)
+}
+
+// result returns the warnings for ConnString.Warnings: a repeated one with
+// its count, and a last one telling how many were left out.
+func (w *warnings) result() []string {
+	if len(w.list) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(w.list)+1)
+	for i, msg := range w.list {
+		if n := w.counts[i]; n > 1 {
+			msg += fmt.Sprintf(" (%d times)", n)
+		}
+		out = append(out, msg)
+	}
+	if w.more > 0 {
+		out = append(out, fmt.Sprintf("connstring: %d more warnings left out (at most %d distinct ones are kept)", w.more, maxWarnings))
+	}
+	return out
 }
 
 func (p *parser) warnf(format string, args ...any) {
-	p.warnings = append(p.warnings, "connstring: "+fmt.Sprintf(format, args...))
+	p.warnings.add("connstring: " + fmt.Sprintf(format, args...))
 }
 
 func (p *parser) errorf(option, format string, args ...any) error {
@@ -220,9 +331,14 @@ func (p *parser) errorf(option, format string, args ...any) error {
 }
 
 func (p *parser) parse(uri string) error {
+	if len(uri) > maxURILength {
+		return &Error{msg: fmt.Sprintf("the connection string is %d bytes long; the limit is %d", len(uri), maxURILength)}
+	}
 	c := &ConnString{raw: uri, set: make(map[string]bool)}
 	p.cs = c
-	p.secrets = collectSecrets(uri)
+	var ok bool
+	p.secrets, ok = collectSecrets(uri)
+	p.tooManySecrets = !ok
 	var off int
 	switch {
 	case strings.HasPrefix(uri, SchemeMongoDB+"://"):
@@ -257,6 +373,7 @@ func (p *parser) parse(uri string) error {
 		if colon := strings.IndexByte(hostInfo, ':'); colon >= 0 {
 			c.redact = append(c.redact, span{off + colon + 1, off + lastAt})
 			c.suspect = true
+			p.suspectEnd = off + lastAt
 		}
 	}
 	if err := p.parseHosts(hosts); err != nil {
@@ -389,6 +506,11 @@ func (p *parser) parseHost(h string) (string, error) {
 		if !ok || !validIPv6(addr) {
 			return "", &Error{msg: fmt.Sprintf("host %s is not a valid IPv6 literal", p.show(h))}
 		}
+		if len(addr) > maxHostNameLength {
+			// A valid address with a long zone (an interface name).
+			return "", &Error{msg: fmt.Sprintf("host %s has an IP literal of %d bytes; the limit is %d",
+				p.show(h), len(addr), maxHostNameLength)}
+		}
 		port := DefaultPort
 		if after := h[end+1:]; after != "" {
 			if after[0] != ':' {
@@ -417,6 +539,10 @@ func (p *parser) parseHost(h string) (string, error) {
 		if strings.IndexByte(dec, 0) >= 0 {
 			return "", &Error{msg: fmt.Sprintf("Unix domain socket %s has a NUL byte", p.show(dec))}
 		}
+		if len(dec) > maxSocketPathLength {
+			return "", &Error{msg: fmt.Sprintf("Unix domain socket %s has a path of %d bytes; the limit is %d",
+				p.show(dec), len(dec), maxSocketPathLength)}
+		}
 		return dec, nil
 	}
 	name, portStr, hasPort := strings.Cut(h, ":")
@@ -442,6 +568,10 @@ func (p *parser) parseHost(h string) (string, error) {
 func (p *parser) checkHostname(name, h string) error {
 	if name == "" {
 		return &Error{msg: fmt.Sprintf("host %s has an empty host name", p.show(h))}
+	}
+	if len(name) > maxHostNameLength {
+		return &Error{msg: fmt.Sprintf("host %s has a host name of %d bytes; the limit is %d",
+			p.show(h), len(name), maxHostNameLength)}
 	}
 	for i := 0; i < len(name); i++ {
 		b := name[i]
@@ -529,7 +659,9 @@ func (p *parser) parseDatabase(raw string) error {
 // parseOptions parses "key=value&key=value..." (still percent-encoded),
 // which starts at offset off of the connection string.
 func (p *parser) parseOptions(s string, off int) error {
-	for _, pair := range strings.Split(s, "&") {
+	for more := true; more; {
+		var pair string
+		pair, s, more = strings.Cut(s, "&")
 		if pair != "" {
 			if err := p.parseOption(pair, off); err != nil {
 				return err
@@ -562,20 +694,52 @@ func (p *parser) parseOption(pair string, off int) error {
 		return p.errorf(optionName(def), "the value of option %s has an invalid percent-encoding", name)
 	}
 	if def == nil {
+		// It may be a misspelled secret option (pasword=, proxyPasswd=):
+		// its value is not shown.
+		p.redactValue(off+len(rawKey)+1, len(rawValue))
 		p.warnf("unknown option %s ignored", name)
 		return nil
 	}
 	if secretValue(def, value) {
-		start := off + len(rawKey) + 1
-		p.cs.redact = append(p.cs.redact, span{start, start + len(rawValue)})
+		p.redactValue(off+len(rawKey)+1, len(rawValue))
 	}
 	return p.applyOption(def, value)
 }
 
+// redactValue makes Redacted hide the n bytes of an option value at offset
+// start. When the value starts in the text that Redacted hides as a
+// possible password (see ConnString.suspect), only the part up to that
+// text's end is hidden: what follows its "@" is the host list.
+func (p *parser) redactValue(start, n int) {
+	end := start + n
+	if p.cs.suspect && start < p.suspectEnd {
+		end = min(end, p.suspectEnd)
+	}
+	if start < end {
+		p.cs.redact = append(p.cs.redact, span{start, end})
+	}
+}
+
 // secretValue reports whether the value of an option is secret: that of a
-// secret option, or authMechanismProperties with an AWS_SESSION_TOKEN.
+// secret option, or an authMechanismProperties with a property that is not
+// known to be public (AWS_SESSION_TOKEN, a misspelling of it, anything
+// else), or that is not a list of NAME:value pairs.
 func secretValue(def *optionDef, value string) bool {
-	return def.secret || def.name == "authMechanismProperties" && strings.Contains(asciiUpper(value), "AWS_SESSION_TOKEN")
+	if def.secret {
+		return true
+	}
+	if def.name != "authMechanismProperties" {
+		return false
+	}
+	for value != "" {
+		var prop string
+		prop, value, _ = strings.Cut(value, ",")
+		name, _, ok := strings.Cut(prop, ":")
+		if !ok || !publicProperties[asciiUpper(name)] {
+			return true
+		}
+	}
+	return false
 }
 
 func optionName(def *optionDef) string {

@@ -21,16 +21,24 @@ var secretFields = map[string]bool{
 	"ProxyPassword":                 true,
 }
 
-// secretProperties are the authMechanismProperties that are never shown.
-var secretProperties = map[string]bool{"AWS_SESSION_TOKEN": true}
+// publicProperties are the authMechanismProperties whose values are not
+// secrets. Any other one (AWS_SESSION_TOKEN, a misspelled name) is.
+var publicProperties = map[string]bool{
+	"SERVICE_NAME": true, "CANONICALIZE_HOST_NAME": true, "SERVICE_REALM": true, "SERVICE_HOST": true,
+	"ENVIRONMENT": true, "TOKEN_RESOURCE": true,
+}
 
-// Redacted returns the connection string as given, with the password of the
-// user information, the values of tlsCertificateKeyFilePassword and
-// proxyPassword, and an authMechanismProperties holding AWS_SESSION_TOKEN
-// replaced by "xxxxx". When the connection string has no user information
-// but an "@" after its host list, everything from the first colon of the
-// host list up to that "@" is replaced too, in case it is a password with an
-// unescaped "/" or "?".
+// Redacted returns the connection string as given, with "xxxxx" in place of
+// the password of the user information, the values of
+// tlsCertificateKeyFilePassword and proxyPassword, an
+// authMechanismProperties with a property other than the public ones
+// (SERVICE_NAME, CANONICALIZE_HOST_NAME, SERVICE_REALM, SERVICE_HOST,
+// ENVIRONMENT, TOKEN_RESOURCE), such as AWS_SESSION_TOKEN, and the value of
+// every unknown option (which may be a misspelled secret option, such as
+// "pasword="). When the connection string has no user information but an
+// "@" after its host list, everything from the first colon of the host list
+// up to that "@" is replaced too, in case it is a password with an unescaped
+// "/" or "?".
 func (c ConnString) Redacted() string {
 	if len(c.redact) == 0 {
 		return c.raw
@@ -43,10 +51,11 @@ func (c ConnString) Redacted() string {
 		if s.end <= pos {
 			continue
 		}
-		if s.start > pos {
+		if s.start >= pos {
+			// Not within the previous span: a new one.
 			b.WriteString(c.raw[pos:s.start])
+			b.WriteString(redactedText)
 		}
-		b.WriteString(redactedText)
 		pos = s.end
 	}
 	b.WriteString(c.raw[pos:])
@@ -119,7 +128,7 @@ func (c ConnString) fields(goSyntax bool) string {
 		case ft.Name == "AuthMechanismProperties":
 			props := make(map[string]string, len(c.AuthMechanismProperties))
 			for k, p := range c.AuthMechanismProperties {
-				if secretProperties[k] {
+				if !publicProperties[k] {
 					p = redactedText
 				}
 				props[k] = p

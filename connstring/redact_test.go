@@ -229,3 +229,58 @@ func TestRedactionErrors(t *testing.T) {
 		checkNoLeak(t, uri, cs, err)
 	}
 }
+
+// TestRedactionMisplacedSecrets: a value that may be a secret put where the
+// parser does not expect one is never shown either: the value of an unknown
+// (or misspelled) option, and authMechanismProperties with a property other
+// than the known public ones. Values known not to be secret still show.
+func TestRedactionMisplacedSecrets(t *testing.T) {
+	tests := []struct {
+		uri      string
+		redacted string
+	}{
+		{"mongodb://h/?password=" + testPassword, "mongodb://h/?password=xxxxx"},
+		{"mongodb://alice@h/?pasword=" + testPassword + "&appname=app",
+			"mongodb://alice@h/?pasword=xxxxx&appname=app"},
+		{"mongodb://h/?tls=true&tlsCertificateKeyFilePasword=" + testKeyPass + "&proxyHost=p&proxyPasswd=" + testProxyPW,
+			"mongodb://h/?tls=true&tlsCertificateKeyFilePasword=xxxxx&proxyHost=p&proxyPasswd=xxxxx"},
+		{"mongodb://h/?tlsCertificateKeyFilePassword=" + testKeyPass + "&tlsCertificateKeyFilePassword=" + testKeyPass + "2",
+			"mongodb://h/?tlsCertificateKeyFilePassword=xxxxx&tlsCertificateKeyFilePassword=xxxxx"},
+		// An unknown option without a value, and one whose value is empty.
+		{"mongodb://h/?pw=&w=1", "mongodb://h/?pw=&w=1"},
+		// A misspelled AWS_SESSION_TOKEN, invalid (so ignored with a
+		// warning) or valid.
+		{"mongodb://ak:" + testPassword + "@h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESION_TOKEN:" + testToken + ",bad",
+			"mongodb://ak:xxxxx@h/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx"},
+		{"mongodb://ak:" + testPassword + "@h/?authMechanism=MONGODB-AWS&authMechanismProperties=" + testToken,
+			"mongodb://ak:xxxxx@h/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx"},
+		{"mongodb://ak:" + testPassword + "@h/?authMechanism=MONGODB-AWS&authMechanismProperties=aws_session_token:" + testToken,
+			"mongodb://ak:xxxxx@h/?authMechanism=MONGODB-AWS&authMechanismProperties=xxxxx"},
+		// Public properties show.
+		{"mongodb://u@h/?authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:other,CANONICALIZE_HOST_NAME:true",
+			"mongodb://u@h/?authMechanism=GSSAPI&authMechanismProperties=SERVICE_NAME:other,CANONICALIZE_HOST_NAME:true"},
+	}
+	for _, tt := range tests {
+		cs, err := specParse(tt.uri)
+		if err != nil {
+			t.Errorf("%s: %v", tt.uri, err)
+			continue
+		}
+		if got := cs.Redacted(); got != tt.redacted {
+			t.Errorf("Redacted() = %q, want %q", got, tt.redacted)
+		}
+		checkNoLeak(t, tt.uri, cs, nil)
+	}
+	// A misspelled token name that makes the parse fail names the property,
+	// not its value.
+	for _, uri := range []string{
+		"mongodb://ak:" + testPassword + "@h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESION_TOKEN:" + testToken,
+		"mongodb://h/?authMechanismProperties=AWS_SESSION_TOKEN:" + testToken,
+	} {
+		cs, err := specParse(uri)
+		if err == nil {
+			t.Errorf("%s: no error", uri)
+		}
+		checkNoLeak(t, uri, cs, err)
+	}
+}
