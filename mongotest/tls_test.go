@@ -1,6 +1,9 @@
 package mongotest_test
 
 import (
+	"context"
+	"crypto/x509"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -8,6 +11,9 @@ import (
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // TestDriverTLS connects the official driver over TLS, verifying the
@@ -28,10 +34,53 @@ func TestDriverTLS(t *testing.T) {
 		t.Fatalf("FindOne: %v", err)
 	}
 
-	// A client that does not trust the CA fails the TLS handshake.
-	bad := connect(t, srv.URI()+"?tls=true&serverSelectionTimeoutMS=300")
+	// A client that does not trust the CA fails the TLS handshake. The
+	// failure is awaited through the driver's server monitoring rather than
+	// through a server selection timeout short enough to beat the monitor's
+	// first check on a busy machine: see badCertificateClient.
+	bad, failures := badCertificateClient(t, srv.URI()+"?tls=true&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=300")
+	first := awaitHeartbeatFailure(t, c, failures)
+	var unknownCA x509.UnknownAuthorityError
+	if !errors.As(first, &unknownCA) {
+		t.Fatalf("heartbeat without the CA failed with %v (%T); want an x509.UnknownAuthorityError", first, first)
+	}
+	// The monitor records a check's failure in the server's description
+	// before it starts the next check: after a second failure, the
+	// description that server selection reports holds the first one.
+	awaitHeartbeatFailure(t, c, failures)
 	if err := bad.Ping(c, nil); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("Ping without the CA: %v; want a certificate error", err)
+	}
+}
+
+// badCertificateClient connects the official driver to uri and returns the
+// failures of its server monitor's checks (heartbeats) as they come; the
+// channel keeps the first ones, later ones are dropped rather than block the
+// monitor.
+func badCertificateClient(t *testing.T, uri string) (*mongo.Client, <-chan error) {
+	t.Helper()
+	failures := make(chan error, 8)
+	monitor := &event.ServerMonitor{
+		ServerHeartbeatFailed: func(e *event.ServerHeartbeatFailedEvent) {
+			select {
+			case failures <- e.Failure:
+			default:
+			}
+		},
+	}
+	return connectWith(t, options.Client().ApplyURI(uri).SetServerMonitor(monitor)), failures
+}
+
+// awaitHeartbeatFailure returns the next failure from failures, or fails the
+// test when ctx ends first.
+func awaitHeartbeatFailure(t *testing.T, ctx context.Context, failures <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-failures:
+		return err
+	case <-ctx.Done():
+		t.Fatalf("no failed heartbeat of the client without the CA: %v", ctx.Err())
+		return nil
 	}
 }
 

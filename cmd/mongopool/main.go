@@ -14,8 +14,13 @@
 //
 //	go run ./cmd/mongopool [flags]
 //
-// Run with -h for the flags. It stops by itself after -duration, or at Ctrl-C,
-// closes the pool and prints a summary.
+// Run with -h for the flags. It stops by itself after -duration (connecting
+// included; the operations under way then get 1s more, and the drop of the
+// demo's database 2s more), or at Ctrl-C, closes the pool and prints a
+// summary. It exits with 1, and one line at the end that says why, when an
+// operation failed (other than those -clear-every itself turned away or
+// interrupted), when no operation succeeded, when the database could not be
+// dropped, or when the summary's cross-checks disagree.
 package main
 
 import (
@@ -64,14 +69,19 @@ type config struct {
 }
 
 const (
-	// openLimit bounds the start: parsing the URI (a DNS look-up for
-	// mongodb+srv), the first connection and its ping.
+	// openLimit bounds the start (parsing the URI, with a DNS look-up for
+	// mongodb+srv, the first connection and its ping) when -duration is
+	// longer; otherwise -duration does.
 	openLimit = 10 * time.Second
-	// drainLimit bounds how long the operations under way at the end may take
-	// to finish before they are canceled.
-	drainLimit = 5 * time.Second
-	// cleanupLimit bounds the drop of the demo's database.
-	cleanupLimit = 5 * time.Second
+	// drainLimit is how long the operations under way at the end of the run
+	// may take to finish. Those still running then are canceled and count as
+	// failed ("out of time").
+	drainLimit = time.Second
+	// cleanupLimit bounds the drop of the demo's database after the drain.
+	// With drainLimit, it is the grace past -duration: a run never lasts
+	// longer than -duration + drainLimit + cleanupLimit, and the time it
+	// takes to close its connections.
+	cleanupLimit = 2 * time.Second
 	// collection is where the workload inserts and finds.
 	collection = "docs"
 )
@@ -105,7 +115,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.SetOutput(errOut)
 	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB)")
 	fs.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently")
-	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long to run the workload")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the run lasts, connecting to the server included; the operations under way at the end get "+drainLimit.String()+" more, and the final drop of the demo's database "+cleanupLimit.String()+" more")
 	fs.Float64Var(&c.findRatio, "find-ratio", 0.5, "fraction of the operations that are finds; the others are inserts")
 	fs.IntVar(&c.maxPoolSize, "maxPoolSize", 10, "maxPoolSize: most connections at once (0 = no limit)")
 	fs.IntVar(&c.minPoolSize, "minPoolSize", 0, "minPoolSize: connections kept established in the background")
@@ -178,9 +188,11 @@ func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
 }
 
 // run starts the server (unless c.uri names one), opens the pool, drives the
-// workload through it for c.duration, drops the demo's database, closes the
-// pool and prints the summary. It returns the exit code: 0 when all went
-// well, 1 when something failed (a one-line message on errOut says what).
+// workload through it until c.duration has passed since the pool was asked
+// to connect, drops the demo's database, closes the pool and prints the
+// summary. Every step is bounded: see drainLimit and cleanupLimit. run
+// returns the exit code: 0 when all went well, 1 when something failed (a
+// one-line message on errOut says what).
 func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	out := newConsole(stdout)
 	defer out.flush()
@@ -201,7 +213,11 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 		uri, where = srv.URI(), "the embedded FerretDB at "+srv.Addr()
 	}
 
-	openCtx, cancelOpen := context.WithTimeout(ctx, openLimit)
+	// running ends after c.duration (or at Ctrl-C): it bounds the start,
+	// and no operation starts after it.
+	running, endRun := context.WithTimeout(ctx, c.duration)
+	defer endRun()
+	openCtx, cancelOpen := context.WithTimeout(running, openLimit)
 	defer cancelOpen()
 	cs, err := connstring.ParseWithResolver(openCtx, uri, net.DefaultResolver)
 	if err != nil {
@@ -216,7 +232,8 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	began := time.Now()
 	mp, err := mongopool.Open(openCtx, uri, opts...)
 	if err != nil {
-		return fail("%s", openFailure(ctx, err, cs, where, time.Since(began)))
+		printWarnings(out, cs.Warnings) // they may say why
+		return fail("%s", openFailure(ctx, running, err, cs, where, time.Since(began)))
 	}
 	cancelOpen()
 	p := mp.Pool()
@@ -224,15 +241,13 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	db := "mongopool_demo_" + randomHex(4)
 	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds, %.0f%% inserts into %s.%s",
 		c.goroutines, c.duration, where, 100*c.findRatio, 100*(1-c.findRatio), db, collection))
+	printWarnings(out, mp.Warnings())
 	out.println("pool: " + monitor.options())
 
 	w := &workload{pool: mp, db: db, goroutines: c.goroutines, findRatio: c.findRatio}
 
-	// running ends after c.duration (or at Ctrl-C): no operation starts after.
 	// opCtx is what the operations run under: the ones under way at the end
 	// (or at Ctrl-C) may finish, unless they take longer than drainLimit.
-	running, endRun := context.WithTimeout(ctx, c.duration)
-	defer endRun()
 	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
 
@@ -245,17 +260,17 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	start := time.Now()
 	done := make(chan struct{})
 	go func() { w.run(running, opCtx); close(done) }()
-	drainedLate := false
 	select {
 	case <-done:
 	case <-running.Done():
+		drain := time.NewTimer(drainLimit)
 		select {
 		case <-done:
-		case <-time.After(drainLimit):
-			drainedLate = true
-			cancelOps()
+		case <-drain.C:
+			cancelOps() // every operation ends at once: its check-out and round trip are under opCtx
 			<-done
 		}
+		drain.Stop()
 	}
 	elapsed := time.Since(start)
 	bg.Wait()
@@ -265,34 +280,44 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	dropErr := w.admin(dropCtx, bson.D{{Key: "dropDatabase", Value: 1}})
 	cancelDrop()
 
-	if err := mp.Close(); err != nil {
-		out.println("mongopool: closing the pool: " + err.Error())
-	}
-	if drainedLate {
-		out.println(fmt.Sprintf("mongopool: the last operations took more than %v to finish and were canceled", drainLimit))
-	}
+	closeErr := mp.Close()
 	if ctx.Err() != nil {
 		out.println("mongopool: interrupted")
 	}
-	if dropErr != nil {
-		out.println(fmt.Sprintf("mongopool: could not drop the database %s: %v", db, dropErr))
-	}
 	s := summarize(p.Stats(), w, monitor, elapsed)
+	if dropErr != nil {
+		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %v", db, dropErr))
+	}
+	if closeErr != nil {
+		s.failures = append(s.failures, "closing the pool: "+closeErr.Error())
+	}
 	s.print(out)
-	if len(s.problems) > 0 || len(s.failures) > 0 {
-		return 1
+	if len(s.failures) > 0 {
+		return fail("%s", strings.Join(s.failures, "; "))
 	}
 	return 0
 }
 
+// printWarnings prints the connection string's warnings (options unknown or
+// ignored), one per line.
+func printWarnings(out *console, warnings []string) {
+	for _, w := range warnings {
+		out.println("mongopool: warning: " + w)
+	}
+}
+
 // openFailure explains in one line why Open failed.
-func openFailure(ctx context.Context, err error, cs *connstring.ConnString, where string, took time.Duration) string {
+// ctx is the job's (Ctrl-C ends it), running ends with -duration.
+func openFailure(ctx, running context.Context, err error, cs *connstring.ConnString, where string, took time.Duration) string {
 	if len(cs.Hosts) != 1 {
 		return err.Error() // several hosts: Open's message says it all
 	}
 	addr := cs.Hosts[0]
 	if ctx.Err() != nil {
 		return fmt.Sprintf("interrupted while connecting to %s", where)
+	}
+	if running.Err() != nil {
+		return fmt.Sprintf("the server at %s (%s) was not ready within -duration (%v): %v", addr, where, took.Round(time.Millisecond), err)
 	}
 	var cerr *pool.ConnectionError
 	var cmdErr *wire.CommandError
@@ -329,17 +354,25 @@ func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, i
 			return
 		case <-tick.C:
 		}
-		err := p.Clear(pool.ClearOptions{Cause: errFailover, InterruptInUse: interrupt})
-		if err == nil {
-			err = p.Ready()
-		}
-		if err != nil {
-			out.println(err.Error())
+		if err := clearOnce(p, interrupt); err != nil {
+			out.println("mongopool: -clear-every: " + err.Error())
 		}
 	}
 }
 
-var errFailover = errors.New("simulated server failure (-clear-every)")
+// clearOnce clears the pool with errClearEvery as the cause, so that the
+// operations it fails say who cleared the pool, then readies it.
+func clearOnce(p *pool.Pool, interrupt bool) error {
+	if err := p.Clear(pool.ClearOptions{Cause: errClearEvery, InterruptInUse: interrupt}); err != nil {
+		return err
+	}
+	return p.Ready()
+}
+
+// errClearEvery is the cause of the clears of -clear-every: the check-outs
+// they turn away and the operations they interrupt fail with an error that
+// wraps it.
+var errClearEvery = errors.New("cleared by -clear-every")
 
 // sortedCounts renders counts by name, sorted by name: "a 1, b 2". It
 // renders the options of the PoolCreated event and the server errors.

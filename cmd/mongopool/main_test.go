@@ -15,6 +15,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/internal/leakcheck"
+	"github.com/mongopool/mongopool/mongotest"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: run's workers,
@@ -168,6 +169,195 @@ func TestParseFlagsRejects(t *testing.T) {
 		var errOut bytes.Buffer
 		if _, err := parseFlags(args, &errOut); err == nil {
 			t.Errorf("parseFlags(%q) accepted", args)
+		}
+	}
+}
+
+// startTestServer starts the in-process test server, closed when the test
+// ends.
+func startTestServer(t *testing.T) *mongotest.Server {
+	t.Helper()
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// runOnce runs the job with args under a generous limit of the test's own,
+// and fails the test if run did not end by itself before it: a run that
+// overstays -duration fails the test rather than hang it. (A run that
+// ignores its context altogether is given up on a little later.)
+func runOnce(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	c := mustParse(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code = run(ctx, c, &out, &errOut)
+	}()
+	select {
+	case <-done:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("run %q did not return, even after its context ended", args)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("run %q did not end by itself: it lasted until the test's limit\nstdout:\n%s\nstderr:\n%s", args, out.String(), errOut.String())
+	}
+	return code, out.String(), errOut.String()
+}
+
+// verdict returns the one line run printed on stderr, failing the test if
+// there is not exactly one.
+func verdict(t *testing.T, stderr string) string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if stderr == "" || len(lines) != 1 || !strings.HasPrefix(lines[0], "mongopool: ") {
+		t.Fatalf("stderr %q: want one line that says what failed", stderr)
+	}
+	return lines[0]
+}
+
+// checkSums checks that the summary's line that starts with label (such as
+// "failed") splits its total into kinds that add up to it: "label  N ...:
+// n1 kind, n2 kind (details), ...". It returns the total.
+func checkSums(t *testing.T, stdout, label string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + label + ` +(?:(\d+) [^:\n]*: (.*)|no .*)$`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no %q line in the summary:\n%s", label, stdout)
+	}
+	if m[1] == "" {
+		return 0
+	}
+	total, _ := strconv.Atoi(m[1])
+	items := regexp.MustCompile(`\([^)]*\)`).ReplaceAllString(m[2], "")
+	sum := 0
+	for item := range strings.SplitSeq(items, ", ") {
+		n, err := strconv.Atoi(strings.Fields(item + " x")[0])
+		if err != nil {
+			t.Fatalf("%q line: item %q has no count:\n%s", label, item, stdout)
+		}
+		sum += n
+	}
+	if sum != total {
+		t.Errorf("%q line: the kinds add up to %d, the total is %d:\n%s", label, sum, total, stdout)
+	}
+	return total
+}
+
+// A server that stops answering: the finds hang. The run still ends about
+// -duration later (the operations under way are canceled after a short
+// grace), counts every one that hung as failed, and says so with a non-zero
+// exit code and one line at the end.
+func TestRunServerHangs(t *testing.T) {
+	srv := startTestServer(t)
+	if _, err := srv.InjectFault(mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"find"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Each worker's first operation is an insert (a find needs a document);
+	// all the next ones are finds, which hang.
+	code, stdout, stderr := runOnce(t, "-uri", srv.URI(), "-duration", "500ms", "-goroutines", "3", "-find-ratio", "1")
+	if code != 1 {
+		t.Errorf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	line := verdict(t, stderr)
+	if !strings.Contains(line, "3 operations failed") {
+		t.Errorf("verdict %q: want the 3 hung finds counted as failed", line)
+	}
+	if n := checkSums(t, stdout, "failed"); n != 3 {
+		t.Errorf("%d failed operations in the summary, want 3:\n%s", n, stdout)
+	}
+	if !strings.Contains(stdout, "3 out of time") {
+		t.Errorf("the summary does not say the finds ran out of time:\n%s", stdout)
+	}
+	checkSums(t, stdout, "checkouts")
+	if strings.Contains(stdout, "MISMATCH") {
+		t.Errorf("the counts disagree:\n%s", stdout)
+	}
+}
+
+// A final dropDatabase that fails (an error reply, no reply at all, or no
+// connection for it) fails the run: exit code 1, the reason in the one line
+// at the end, and the summary's counts still add up, the drop's failed
+// check-out counted with its kind.
+func TestRunDropFails(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		inject     func(*mongotest.Server) error
+		args       []string
+		want       string // in the verdict, after "could not drop the database"
+		wantFailed int    // failed operations of the workload
+		wantKind   string // of the failed check-outs, "" for none
+	}{
+		{"error reply", func(s *mongotest.Server) error {
+			return s.SetFailPoint(mongotest.FailPoint{Commands: []string{"dropDatabase"}, ErrorCode: 8})
+		}, []string{"-goroutines", "2"}, "UnknownError", 0, ""},
+		{"no reply", func(s *mongotest.Server) error {
+			_, err := s.InjectFault(mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"dropDatabase"}})
+			return err
+		}, []string{"-goroutines", "2"}, "deadline exceeded", 0, ""},
+		// The one connection hangs in a find until the end; the drop needs
+		// a new one, and the server closes it in the handshake.
+		{"no connection", func(s *mongotest.Server) error {
+			if _, err := s.InjectFault(mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"find"}}); err != nil {
+				return err
+			}
+			return s.SetFailPoint(mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, Skip: 1, CloseConnection: true})
+		}, []string{"-goroutines", "1", "-maxPoolSize", "1", "-find-ratio", "1"}, "", 1, "1 connection error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startTestServer(t)
+			if err := tc.inject(srv); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runOnce(t, append([]string{"-uri", srv.URI(), "-duration", "200ms"}, tc.args...)...)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			line := verdict(t, stderr)
+			if !strings.Contains(line, "could not drop the database mongopool_demo_") || !strings.Contains(line, tc.want) {
+				t.Errorf("verdict %q: want the failed drop and its error (%s)", line, tc.want)
+			}
+			if n := checkSums(t, stdout, "failed"); n != tc.wantFailed {
+				t.Errorf("%d failed operations of the workload, want %d:\n%s", n, tc.wantFailed, stdout)
+			}
+			n := checkSums(t, stdout, "checkouts")
+			if tc.wantKind == "" && n != 0 || tc.wantKind != "" && (n != 1 || !strings.Contains(stdout, tc.wantKind)) {
+				t.Errorf("%d failed check-outs, want %q:\n%s", n, tc.wantKind, stdout)
+			}
+			if strings.Contains(stdout, "MISMATCH") {
+				t.Errorf("the counts disagree:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// The connection string's warnings (an unknown option, a value out of range)
+// are printed before the workload starts, one per line.
+func TestRunWarnings(t *testing.T) {
+	srv := startTestServer(t)
+	code, stdout, stderr := runOnce(t, "-uri", srv.URI()+"?noSuchOption=1&maxConnecting=0", "-duration", "100ms", "-goroutines", "1")
+	if code != 0 {
+		t.Fatalf("exit code %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	end := strings.Index(stdout, "\noperations ")
+	if end < 0 {
+		t.Fatalf("no summary:\n%s", stdout)
+	}
+	for _, option := range []string{"noSuchOption", "maxConnecting"} {
+		found := false
+		for line := range strings.Lines(stdout[:end]) {
+			if strings.HasPrefix(line, "mongopool: warning: ") && strings.Contains(line, option) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no warning line about %s before the summary:\n%s", option, stdout)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
@@ -13,10 +14,11 @@ type summary struct {
 	stats    pool.Stats
 	results  *results // the workload's
 	admin    *results // the demo's own commands around it (dropDatabase)
+	started  int64    // the workload's operations, by the progress counter
 	monitor  *eventMonitor
 	elapsed  time.Duration
 	problems []string // figures that should agree and do not
-	failures []string // operations the server or the network failed
+	failures []string // what failed, one phrase each, for the line at the end
 }
 
 // openCheckOuts is the number of check-outs mongopool.Open makes: the ping
@@ -24,11 +26,14 @@ type summary struct {
 const openCheckOuts = 1
 
 func summarize(s pool.Stats, w *workload, m *eventMonitor, elapsed time.Duration) *summary {
-	sum := &summary{stats: s, results: &w.results, admin: &w.adminResults, monitor: m, elapsed: elapsed}
+	sum := &summary{stats: s, results: &w.results, admin: &w.adminResults, started: w.ops.Load(), monitor: m, elapsed: elapsed}
 	sum.crossCheck()
 	r := sum.results
-	if n := r.unexpected(); n > 0 {
-		sum.failures = append(sum.failures, fmt.Sprintf("%d operations failed because of the server or the network", n))
+	if len(sum.problems) > 0 {
+		sum.failures = append(sum.failures, fmt.Sprintf("%d of the summary's cross-checks failed (MISMATCH above)", len(sum.problems)))
+	}
+	if n := r.unexplained(); n > 0 {
+		sum.failures = append(sum.failures, fmt.Sprintf("%d operations failed: %s", n, r.kinds(0, numKinds, false)))
 	}
 	if r.notFound > 0 {
 		sum.failures = append(sum.failures, fmt.Sprintf("%d finds did not find a document the workload had inserted", r.notFound))
@@ -39,41 +44,70 @@ func summarize(s pool.Stats, w *workload, m *eventMonitor, elapsed time.Duration
 	return sum
 }
 
+// kinds renders the counts of the failure kinds in [from, to), "3 out of
+// time, 2 server errors (UnknownError 2)", leaving out the kinds with no
+// failure, and those that -clear-every caused unless withFlag.
+func (r *results) kinds(from, to failureKind, withFlag bool) string {
+	var parts []string
+	for k := from; k < to; k++ {
+		if r.byKind[k] == 0 || k.byFlag() && !withFlag {
+			continue
+		}
+		part := fmt.Sprintf("%d %v", r.byKind[k], k)
+		if k == serverError {
+			part += byName(r.cmdErrors)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (s *summary) print(out *console) {
-	st, r := s.stats, s.results
-	secs := s.elapsed.Seconds()
+	st, r, a := s.stats, s.results, s.admin
+	var all results // every check-out of the job but Open's: the workload's and the drop's
+	all.merge(r)
+	all.merge(a)
 	lines := []string{
 		"",
 		fmt.Sprintf("operations   %d succeeded in %v: %.0f ops/s; %d inserts, %d finds by _id of a document inserted before",
-			r.ok(), s.elapsed.Round(time.Millisecond), float64(r.ok())/secs, r.inserts, r.finds),
+			r.ok(), s.elapsed.Round(time.Millisecond), perSecond(r.ok(), s.elapsed), r.inserts, r.finds),
 	}
 	if r.notFound > 0 {
 		lines = append(lines, fmt.Sprintf("             %d of the finds did not find their document", r.notFound))
 	}
-	failedOps := r.gotConnection() - r.ok()
-	if failedOps > 0 || r.failedCheckOuts() > 0 {
-		lines = append(lines,
-			fmt.Sprintf("failed       %d operations: %d check-outs failed (below); after a check-out: %d interrupted by a clear, %d canceled at the end, %d broken connections, %d server errors%s",
-				failedOps+r.failedCheckOuts(), r.failedCheckOuts(), r.interrupted, r.opCanceled, r.broken, r.commandErrors(), byName(r.cmdErrors)))
-		if r.lastOpErr != nil {
-			lines = append(lines, fmt.Sprintf("             last failed command: %v", r.lastOpErr))
-		}
+	if r.failed == 0 {
+		lines = append(lines, fmt.Sprintf("failed       no operation of %d", r.started))
 	} else {
-		lines = append(lines, "failed       no operation")
+		lines = append(lines, fmt.Sprintf("failed       %d of %d operations: %s", r.failed, r.started, r.kinds(0, numKinds, true)))
+		if n := r.byFlag(); n > 0 {
+			lines = append(lines, fmt.Sprintf("             %d of them caused by -clear-every itself, %d not", n, r.unexplained()))
+		}
+		if r.byKind[checkOutTooLate]+r.byKind[tooLate] > 0 {
+			lines = append(lines, fmt.Sprintf("             out of time: still running %v after the end of the run, canceled", drainLimit))
+		}
+		if r.lastCheckOutErr != nil {
+			lines = append(lines, fmt.Sprintf("             last failed check-out (%v): %v", r.lastCheckOutKind, r.lastCheckOutErr))
+		}
+		if r.lastOpErr != nil {
+			lines = append(lines, fmt.Sprintf("             last failed command (%v): %v", r.lastOpKind, r.lastOpErr))
+		}
+	}
+	if a.ok() == a.started {
+		lines = append(lines, "cleanup      dropped the demo's database")
+	} else {
+		lines = append(lines, "cleanup      could not drop the demo's database (the line at the end says why)")
+	}
+	if n := all.failedCheckOuts(); n == 0 {
+		lines = append(lines, fmt.Sprintf("checkouts    no check-out of %d failed", st.CheckedOut+st.CheckOutFailed))
+	} else {
+		lines = append(lines, fmt.Sprintf("checkouts    %d of %d failed: %s", n, st.CheckedOut+st.CheckOutFailed, all.kinds(0, firstAfterCheckOut, true)),
+			fmt.Sprintf("             of the failed: %d RetryableError, %d SystemOverloadedError; last: %v", all.retryable, all.overloaded, all.lastCheckOutErr))
 	}
 	lines = append(lines,
+		fmt.Sprintf("             %d succeeded; %d by the workload, %d by Open's ping, %d by the final dropDatabase",
+			st.CheckedOut, r.gotConnection()+r.failedCheckOuts(), openCheckOuts, a.gotConnection()+a.failedCheckOuts()),
 		fmt.Sprintf("connections  created %d, closed %d: %d stale, %d idle, %d error, %d poolClosed; %d establishments failed",
 			st.Created, st.Closed, st.ClosedStale, st.ClosedIdle, st.ClosedError, st.ClosedPoolClosed, st.EstablishFailed),
-		fmt.Sprintf("checkouts    %d succeeded, %d failed: %d timeouts, %d pool cleared, %d connection errors, %d canceled, %d other",
-			st.CheckedOut, st.CheckOutFailed, r.timeouts, r.cleared, r.connErrors, r.canceled, r.other),
-		fmt.Sprintf("             of which %d by the workload; %d by Open's ping and %d by the final dropDatabase",
-			r.gotConnection()+r.failedCheckOuts(), openCheckOuts, s.admin.gotConnection()+s.admin.failedCheckOuts()),
-	)
-	if n := r.failedCheckOuts(); n > 0 {
-		lines = append(lines,
-			fmt.Sprintf("             of the failed: %d RetryableError, %d SystemOverloadedError; last: %v", r.retryable, r.overloaded, r.lastCheckOutErr))
-	}
-	lines = append(lines,
 		"latency      (measured by the workload, successful calls only)",
 		latencyLine("CheckOut", &r.checkout, "time in Pool.CheckOut"),
 		latencyLine("command", &r.command, "round trip of the insert or find on the connection"),
@@ -91,12 +125,16 @@ func (s *summary) print(out *console) {
 	for _, p := range s.problems {
 		lines = append(lines, "MISMATCH     "+p)
 	}
-	for _, f := range s.failures {
-		lines = append(lines, "FAILED       "+f)
-	}
 	for _, l := range lines {
 		out.println(l)
 	}
+}
+
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func latencyLine(name string, h *histogram, what string) string {
@@ -114,16 +152,22 @@ func byName(m map[string]int64) string {
 
 // crossCheck compares figures that must agree once the pool is closed and the
 // workload is over: the pool's Stats, the events it emitted and what the
-// workload (plus Open's ping and the final dropDatabase) saw.
+// workload (plus Open's ping and the final dropDatabase) saw, and the
+// workload's own counts with one another.
 func (s *summary) crossCheck() {
 	st, r, a, ev := s.stats, s.results, s.admin, s.monitor.count
 	checks := []struct {
 		what      string
 		got, want int64
 	}{
+		{"operations started vs the progress counter", r.started, s.started},
+		{"operations started vs succeeded + failed", r.started, r.ok() + r.failed},
+		{"failed operations vs their count by kind", r.failed, r.kindsTotal()},
+		{"dropDatabase: started vs succeeded + failed", a.started, a.ok() + a.failed},
+		{"dropDatabase: failed vs their count by kind", a.failed, a.kindsTotal()},
 		{"Stats.CheckedOut vs operations that got a connection", st.CheckedOut, openCheckOuts + r.gotConnection() + a.gotConnection()},
 		{"Stats.CheckOutFailed vs failed check-outs seen", st.CheckOutFailed, r.failedCheckOuts() + a.failedCheckOuts()},
-		{"Stats.Timeouts vs timed-out and canceled check-outs seen", st.Timeouts, r.timeouts + r.canceled + a.timeouts + a.canceled},
+		{"Stats.Timeouts vs WaitQueueTimeoutErrors seen", st.Timeouts, r.waitTimeouts + a.waitTimeouts},
 		{"Stats.CheckedIn vs Stats.CheckedOut", st.CheckedIn, st.CheckedOut},
 		{"Stats.Closed vs Stats.Created after Close", st.Closed, st.Created},
 		{"Stats.Total after Close", int64(st.Total), 0},

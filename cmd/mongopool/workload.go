@@ -45,54 +45,116 @@ type results struct {
 	command   histogram // the command's round trip on the checked-out connection
 	operation histogram // CheckOut + command + CheckIn, for the operations that succeeded
 
+	// started counts the operations as they start, failed the ones that
+	// failed where they fail; byKind sorts the failed ones. Counted apart,
+	// they let the summary check that every operation ended one way or the
+	// other and that every failure has exactly one kind.
+	started int64
+	failed  int64
+	byKind  [numKinds]int64
+
 	inserts  int64 // inserts that succeeded
 	finds    int64 // finds that succeeded
 	notFound int64 // ... but did not find the document the worker had inserted
 
-	// Operations that got a connection but failed, by cause.
-	interrupted int64            // a clear with interruptInUse closed their connection
-	opCanceled  int64            // stopped by the drain limit
-	cmdErrors   map[string]int64 // the server's error replies (ok: 0 or a write error), by codeName
-	broken      int64            // the connection broke (network or protocol error)
+	cmdErrors map[string]int64 // the failures of kind serverError, by codeName
 
-	// Check-outs that failed, by cause.
-	timeouts   int64 // a time limit of the pool (waitQueueTimeout) ended the wait
-	cleared    int64 // the pool was paused by a clear
-	connErrors int64 // the connection established for it failed
-	canceled   int64 // the context ended the wait (the drain limit)
-	other      int64
-	retryable  int64 // of the failed check-outs, those labelled RetryableError
-	overloaded int64 // ... and those labelled SystemOverloadedError
+	waitTimeouts int64 // failed check-outs whose error is a *pool.WaitQueueTimeoutError
+	retryable    int64 // failed check-outs labelled RetryableError
+	overloaded   int64 // ... and those labelled SystemOverloadedError
 
-	lastCheckOutErr error // examples, for the summary
-	lastOpErr       error
+	// The latest failures, as examples for the summary.
+	lastCheckOutErr, lastOpErr   error
+	lastCheckOutKind, lastOpKind failureKind
 }
+
+// failureKind is why an operation failed: each failed operation has one.
+type failureKind int
+
+// The kinds of failure: first those of the check-out (the operation got no
+// connection), then those after it.
+const (
+	waitQueueTimeout  failureKind = iota // the pool's waitQueueTimeoutMS ended the wait
+	turnedAwayByFlag                     // the pool was paused by the job's own clear (-clear-every)
+	turnedAway                           // the pool was paused by a clear after an error
+	connectionError                      // the connection established for it failed
+	checkOutTooLate                      // the context ended the wait: the run's time was up
+	checkOutOther                        // anything else
+	interruptedByFlag                    // the job's own clear interrupted its connection (-interrupt)
+	interrupted                          // a clear after an error interrupted its connection
+	tooLate                              // the run's time was up before the reply came
+	serverError                          // the server's error reply (ok: 0, or a write error)
+	brokenConnection                     // the connection broke (network or protocol error)
+	numKinds
+)
+
+// firstAfterCheckOut is the first kind of failure after a successful check-out.
+const firstAfterCheckOut = interruptedByFlag
+
+var kindNames = [numKinds]string{
+	waitQueueTimeout:  "timeouts (waitQueueTimeoutMS)",
+	turnedAwayByFlag:  "turned away by -clear-every",
+	turnedAway:        "turned away by a clear after an error",
+	connectionError:   "connection errors",
+	checkOutTooLate:   "out of time",
+	checkOutOther:     "other",
+	interruptedByFlag: "interrupted by -clear-every",
+	interrupted:       "interrupted by a clear after an error",
+	tooLate:           "out of time",
+	serverError:       "server errors",
+	brokenConnection:  "broken connections",
+}
+
+func (k failureKind) String() string { return kindNames[k] }
+
+// byFlag reports whether the job brought the failure about itself, with
+// -clear-every: such failures are what the flag is for, not a fault of the
+// server, the network or the pool.
+func (k failureKind) byFlag() bool { return k == turnedAwayByFlag || k == interruptedByFlag }
 
 // gotConnection is the number of operations whose check-out succeeded.
 func (r *results) gotConnection() int64 {
-	return r.ok() + r.interrupted + r.opCanceled + r.commandErrors() + r.broken
+	n := r.ok()
+	for k := firstAfterCheckOut; k < numKinds; k++ {
+		n += r.byKind[k]
+	}
+	return n
 }
 
 func (r *results) ok() int64 { return r.inserts + r.finds }
 
-func (r *results) commandErrors() int64 {
+func (r *results) failedCheckOuts() int64 {
 	var n int64
-	for _, c := range r.cmdErrors {
+	for k := range firstAfterCheckOut {
+		n += r.byKind[k]
+	}
+	return n
+}
+
+// kindsTotal is the failed operations counted by kind.
+func (r *results) kindsTotal() int64 {
+	var n int64
+	for _, c := range r.byKind {
 		n += c
 	}
 	return n
 }
 
-func (r *results) failedCheckOuts() int64 {
-	return r.timeouts + r.cleared + r.connErrors + r.canceled + r.other
+// unexplained is the number of failed operations that the job did not bring
+// about itself with -clear-every: the server, the network, the pool's limits
+// or the run's time limits failed them.
+func (r *results) unexplained() int64 {
+	var n int64
+	for k, c := range r.byKind {
+		if !failureKind(k).byFlag() {
+			n += c
+		}
+	}
+	return n
 }
 
-// unexpected is the number of failed operations that neither the flags (a
-// time limit, -clear-every) nor the end of the run explain: the server or the
-// network failed. (Finds that found nothing are counted apart, in notFound.)
-func (r *results) unexpected() int64 {
-	return r.commandErrors() + r.broken + r.connErrors + r.other
-}
+// byFlag is the number of failed operations that -clear-every caused.
+func (r *results) byFlag() int64 { return r.failed - r.unexplained() }
 
 // run starts the workers. They start operations while running is not done;
 // each operation runs under ctx, which bounds the last ones. run returns
@@ -186,6 +248,7 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 		panic(err) // the workload's own documents always marshal
 	}
 
+	r.started++
 	var checkedOut, replied time.Time
 	var reply bson.Raw
 	start := time.Now()
@@ -200,11 +263,13 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 		return err // Do says so if a clear interrupted the connection
 	})
 	if checkedOut.IsZero() {
-		r.checkOutFailed(err)
+		r.failed++
+		r.checkOutFailed(ctx, err)
 		return false, false
 	}
 	r.checkout.record(checkedOut.Sub(start))
 	if err != nil {
+		r.failed++
 		r.opFailed(ctx, err)
 		return true, false
 	}
@@ -258,15 +323,20 @@ func replyError(reply bson.Raw) error {
 	return &wire.CommandError{Code: int32(code), CodeName: "WriteError", Message: msg, Raw: reply}
 }
 
+// opFailed records an operation that failed after its check-out.
 func (r *results) opFailed(ctx context.Context, err error) {
-	r.lastOpErr = err
 	var cmdErr *wire.CommandError
+	kind := brokenConnection
 	switch {
 	case errors.Is(err, pool.ErrPoolCleared): // interrupted by a clear
-		r.interrupted++
+		kind = interrupted
+		if errors.Is(err, errClearEvery) {
+			kind = interruptedByFlag
+		}
 	case ctx.Err() != nil:
-		r.opCanceled++
+		kind = tooLate
 	case errors.As(err, &cmdErr):
+		kind = serverError
 		if r.cmdErrors == nil {
 			r.cmdErrors = map[string]int64{}
 		}
@@ -275,23 +345,30 @@ func (r *results) opFailed(ctx context.Context, err error) {
 			name = fmt.Sprintf("code %d", cmdErr.Code)
 		}
 		r.cmdErrors[name]++
-	default:
-		r.broken++
 	}
+	r.byKind[kind]++
+	r.lastOpErr, r.lastOpKind = err, kind
 }
 
-func (r *results) checkOutFailed(err error) {
+// checkOutFailed records an operation whose check-out failed.
+func (r *results) checkOutFailed(ctx context.Context, err error) {
+	kind := checkOutOther
 	switch {
-	case errors.Is(err, context.Canceled):
-		r.canceled++
-	case errors.Is(err, pool.ErrWaitQueueTimeout):
-		r.timeouts++
 	case errors.Is(err, pool.ErrPoolCleared):
-		r.cleared++
+		kind = turnedAway
+		if errors.Is(err, errClearEvery) {
+			kind = turnedAwayByFlag
+		}
+	case ctx.Err() != nil:
+		kind = checkOutTooLate
+	case errors.Is(err, pool.ErrWaitQueueTimeout):
+		kind = waitQueueTimeout
 	case errors.As(err, new(*pool.ConnectionError)):
-		r.connErrors++
-	default:
-		r.other++
+		kind = connectionError
+	}
+	r.byKind[kind]++
+	if errors.Is(err, pool.ErrWaitQueueTimeout) {
+		r.waitTimeouts++
 	}
 	if pool.HasErrorLabel(err, pool.LabelRetryable) {
 		r.retryable++
@@ -299,36 +376,34 @@ func (r *results) checkOutFailed(err error) {
 	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		r.overloaded++
 	}
-	r.lastCheckOutErr = err
+	r.lastCheckOutErr, r.lastCheckOutKind = err, kind
 }
 
 func (r *results) merge(o *results) {
 	r.checkout.merge(&o.checkout)
 	r.command.merge(&o.command)
 	r.operation.merge(&o.operation)
+	r.started += o.started
+	r.failed += o.failed
+	for k, n := range o.byKind {
+		r.byKind[k] += n
+	}
 	r.inserts += o.inserts
 	r.finds += o.finds
 	r.notFound += o.notFound
-	r.interrupted += o.interrupted
-	r.opCanceled += o.opCanceled
 	for name, n := range o.cmdErrors {
 		if r.cmdErrors == nil {
 			r.cmdErrors = map[string]int64{}
 		}
 		r.cmdErrors[name] += n
 	}
-	r.broken += o.broken
-	r.timeouts += o.timeouts
-	r.cleared += o.cleared
-	r.connErrors += o.connErrors
-	r.canceled += o.canceled
-	r.other += o.other
+	r.waitTimeouts += o.waitTimeouts
 	r.retryable += o.retryable
 	r.overloaded += o.overloaded
 	if o.lastCheckOutErr != nil {
-		r.lastCheckOutErr = o.lastCheckOutErr
+		r.lastCheckOutErr, r.lastCheckOutKind = o.lastCheckOutErr, o.lastCheckOutKind
 	}
 	if o.lastOpErr != nil {
-		r.lastOpErr = o.lastOpErr
+		r.lastOpErr, r.lastOpKind = o.lastOpErr, o.lastOpKind
 	}
 }
