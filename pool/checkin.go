@@ -42,8 +42,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		p.inUse--
 		var ob outbox
 		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
-		p.mu.Unlock()
-		ob.finish(p)
+		p.finishLocked(&ob, false)
 		return nil
 	}
 	p.inUse--

@@ -38,8 +38,6 @@ func (p *Pool) Clear(o ClearOptions) error {
 	case !p.cfg.loadBalanced && !o.ServiceID.IsZero():
 		return fmt.Errorf("mongopool: Clear with ServiceID %s, but the pool for %s is not load-balanced", o.ServiceID, p.address)
 	}
-	p.transition.Lock()
-	defer p.transition.Unlock()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
@@ -65,12 +63,10 @@ func (p *Pool) Clear(o ClearOptions) error {
 	}
 	p.dispatchLocked(&ob) // an interrupt may have made room (load-balanced mode)
 	p.counts.clears.Add(1)
-	p.mu.Unlock()
-
 	if announce {
-		p.emitPool(PoolCleared, o.ServiceID, o.InterruptInUse)
+		ob.setPoolEvent(p, PoolCleared, o.ServiceID, o.InterruptInUse, true)
 	}
-	ob.finish(p)
+	p.finishLocked(&ob, true)
 	p.runMaintenanceSoon() // to close the stale idle connections now
 	return nil
 }
