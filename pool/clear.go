@@ -71,6 +71,22 @@ func (p *Pool) Clear(o ClearOptions) error {
 	return nil
 }
 
+// Generation returns the pool's current generation or, in load-balanced mode,
+// that of the service id (0 for a service the pool has no connection to). A
+// topology layer compares it with the generation of a connection, or of a
+// [*ConnectionError], to tell a stale error from a current one.
+func (p *Pool) Generation(id ServiceID) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cfg.loadBalanced {
+		return p.main.gen
+	}
+	if s := p.services[id]; s != nil {
+		return s.gen
+	}
+	return 0
+}
+
 // interruptLocked interrupts the connections of svc of generation <= gen that
 // are checked out (their links are closed under their users) or still being
 // established (their establishment is canceled and they are closed).
