@@ -27,7 +27,7 @@ var (
 // error, from a command's reply or its write concern error.
 type stateChange struct {
 	code     int32
-	shutdown bool                        // "node is shutting down": the pool is cleared
+	shutdown bool                       // "node is shutting down": the pool is cleared
 	version  *handshake.TopologyVersion // the reply's topologyVersion; nil if none
 }
 
