@@ -46,6 +46,9 @@ func faultCheckStats(t *testing.T, st pool.Stats) {
 // the problem and matches what it is, the connection is marked broken and
 // closed at check-in with reason "error", the counts stay right, and the
 // pool serves the next command on a fresh connection once the fault is gone.
+// A broken reply is a network error to SDAM: the server is marked Unknown and
+// the pool cleared until the monitor's check finds it answering; a timeout is
+// not (a slow server is not a dead one), and the pool stays ready.
 func TestFaultsInReplies(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -134,6 +137,30 @@ func TestFaultsInReplies(t *testing.T) {
 				if st.ClosedError != 1 || st.Total != 0 {
 					t.Fatalf("stats %+v; want the broken connection closed with reason error and none left", st)
 				}
+				readies := 1 // Open's
+				recovered := func() {
+					t.Helper()
+					if tc.timeout {
+						if st := p.Stats(); st.State != "ready" || st.Clears != 0 {
+							t.Fatalf("stats %+v after a timeout; want the pool ready, not cleared", st)
+						}
+						return
+					}
+					// Cleared and paused; the next command fails at once,
+					// with the fault as the cause, and asks for a check,
+					// which finds the server answering its hello.
+					if st := p.Stats(); st.State != "paused" || st.Clears != int64(readies) {
+						t.Fatalf("stats %+v after a broken reply; want the pool cleared and paused", st)
+					}
+					_, err := p.RunCommand(ctx(t), "admin", ping)
+					var pce *pool.PoolClearedError
+					if !errors.As(err, &pce) || !errors.Is(err, tc.is) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
+						t.Fatalf("command on the cleared pool: %v; want a retryable PoolClearedError caused by the fault", err)
+					}
+					readies++
+					rec.waitN(ctx(t), t, "the pool made ready by the monitor", readies, func(e pool.Event) bool { return e.Type == pool.PoolReady })
+				}
+				recovered()
 
 				// Do: the connection itself is marked broken.
 				var link *connection.Conn
@@ -152,6 +179,7 @@ func TestFaultsInReplies(t *testing.T) {
 				if st := p.Stats(); st.ClosedError != 2 || st.Created != 2 {
 					t.Fatalf("stats %+v; want a fresh connection for the second command, closed with reason error too", st)
 				}
+				recovered()
 
 				// Once the fault is gone, a fresh connection serves.
 				remove()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -33,7 +34,9 @@ type Pool struct {
 // timeoutMS, connectTimeoutMS, socketTimeoutMS, heartbeatFrequencyMS, the tls
 // options, compressors, zlibCompressionLevel, appName, loadBalanced and the
 // credential. opts come after the URI's and override them (event handlers, a
-// logger...); establish-error handlers add to the pool's own.
+// logger...); establish-error handlers add to the pool's own. What the URI
+// had that was ignored (an unknown option, an invalid value) is returned by
+// [Pool.Warnings] and, when opts give a logger, logged at level Warn.
 //
 // New does not connect, as a driver's client constructor does not: the first
 // check-out establishes the first connection (and minPoolSize connections are
@@ -42,23 +45,35 @@ type Pool struct {
 // mongodb+srv URI are bounded by pool.DefaultConnectTimeout; use [Open] to
 // bound them with a context.
 //
-// The pool applies the SDAM rule for errors while establishing a connection:
-// an error during the handshake or authentication that does not carry the
-// SystemOverloadedError label (network errors before the end of the hello
-// carry it: they may come from an overloaded server) marks the server
-// unknown. The pool is then cleared and paused: check-outs fail at once with a
-// retryable *pool.PoolClearedError, whose Cause is the establishment's error,
-// until a monitor of the server sees it answer a hello (without
-// authentication, within connectTimeoutMS) and marks the pool ready again. The
-// monitor checks every heartbeatFrequencyMS (default 10s), and sooner, but at
-// most once every 500ms, when Do or RunCommand meets the paused pool. An error
-// from a connection created before the clear does not clear again. In
-// load-balanced mode the pool is never paused: an error after the hello clears
-// the connections to that connection's service only, and one before or during
-// the hello changes nothing, as the load-balancer specification says.
+// The pool follows the server discovery and monitoring (SDAM) rules for a
+// single server. A monitor checks the server with a hello on a connection of
+// its own, without authentication, every heartbeatFrequencyMS (default 10s;
+// the first check a heartbeat after New), and sooner, but at most once every
+// 500ms, when Do or RunCommand meets a paused pool. The server is marked
+// Unknown, and the pool cleared and paused, when:
 //
-// A Clear made through [Pool.Pool] leaves the pool paused until Ready is
-// called: only the pool's own clears are followed by the monitor.
+//   - a check fails (a timeout also interrupts the connections in use);
+//   - establishing a connection fails in the handshake or in authentication
+//     with an error that does not carry the SystemOverloadedError label
+//     (network errors up to the end of the hello carry it: they may come
+//     from an overloaded server, and the pool backs off instead);
+//   - an operation run through Do or RunCommand meets a network error, or a
+//     reply that breaks the protocol, on an established connection (not a
+//     timeout: a slow operation is not a dead server);
+//   - a reply says the server is shutting down (ShutdownInProgress,
+//     InterruptedAtShutdown). Other "not writable primary" and "node is
+//     recovering" errors ask the monitor for a check without clearing.
+//
+// While paused, check-outs fail at once with a retryable
+// *pool.PoolClearedError, whose Cause says why, until a check succeeds and
+// marks the pool ready. An error from a connection created before the last
+// clear changes nothing. In load-balanced mode there is no monitor and the
+// pool is never paused: an error after the hello clears the connections of
+// that connection's service only, and one before or during the hello changes
+// nothing, as the load-balancer specification says.
+//
+// A Clear made through [Pool.Pool] pauses the pool until Ready is called or
+// the next successful check of the monitor.
 func New(uri string, opts ...pool.Option) (*Pool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pool.DefaultConnectTimeout)
 	defer cancel()
@@ -107,13 +122,27 @@ func build(ctx context.Context, uri string, opts []pool.Option) (*Pool, error) {
 		s.close()
 		return nil, err
 	}
-	s.p = p // before Ready: no establishment can fail before it
+	logWarnings(p.Logger(), cs)
+	s.start(p) // before Ready: no establishment can fail before it
 	if err := p.Ready(); err != nil {
 		s.close()
 		p.Close()
 		return nil, err
 	}
 	return &Pool{p: p, cs: cs, sdam: s}, nil
+}
+
+// logWarnings logs what the connection string had that was ignored, once,
+// when the pool is built: an unknown option or an invalid value that goes
+// unnoticed otherwise is how a misconfigured pool goes to production.
+func logWarnings(l *slog.Logger, cs *connstring.ConnString) {
+	if l == nil || len(cs.Warnings) == 0 {
+		return
+	}
+	for _, w := range cs.Warnings {
+		l.LogAttrs(context.Background(), slog.LevelWarn, "mongopool: connection string: "+w,
+			slog.String("uri", cs.Redacted()))
+	}
 }
 
 // connectionConfig turns the connection string into how to establish
@@ -198,12 +227,24 @@ func durationOr(d *time.Duration, def time.Duration) time.Duration {
 }
 
 // Do checks a connection out, calls fn with it and checks it back in: see
-// pool.Pool.Do.
-// A check-out that finds the pool paused after an establishment error fails
-// with a retryable *pool.PoolClearedError and asks the monitor to check the
-// server now (see New).
+// pool.Pool.Do. The error fn returns goes through the SDAM rules (see New): a
+// network error marks the server Unknown and clears the pool, for instance.
+// A check-out that finds the pool paused fails with a retryable
+// *pool.PoolClearedError and asks the monitor to check the server now.
 func (p *Pool) Do(ctx context.Context, fn func(*connection.Conn) error) error {
-	err := p.p.Do(ctx, func(c *pool.Conn) error { return fn(c.Link().(*connection.Conn)) })
+	return p.do(ctx, func(c *pool.Conn, conn *connection.Conn) error { return fn(conn) })
+}
+
+// do is Do with the pool's connection at hand too.
+func (p *Pool) do(ctx context.Context, fn func(*pool.Conn, *connection.Conn) error) error {
+	err := p.p.Do(ctx, func(c *pool.Conn) error {
+		conn := c.Link().(*connection.Conn)
+		err := fn(c, conn)
+		if err != nil {
+			p.sdam.operationFailed(c, conn, err)
+		}
+		return err
+	})
 	if err != nil && errors.Is(err, pool.ErrPoolCleared) {
 		p.sdam.requestCheck()
 	}
@@ -219,8 +260,11 @@ func (p *Pool) RunCommand(ctx context.Context, db string, cmd any) (bson.Raw, er
 		return nil, err
 	}
 	var reply bson.Raw
-	err = p.Do(ctx, func(c *connection.Conn) error {
-		reply, err = c.RoundTrip(ctx, raw)
+	err = p.do(ctx, func(c *pool.Conn, conn *connection.Conn) error {
+		reply, err = conn.RoundTrip(ctx, raw)
+		if err == nil {
+			p.sdam.replyReceived(c, reply)
+		}
 		return err
 	})
 	return reply, err
@@ -269,7 +313,8 @@ func (p *Pool) Address() string { return p.p.Address() }
 
 // Close stops the monitor of the server, if one runs, and closes the pool and
 // its connections. Close the pool through this method rather than through
-// [Pool.Pool], so that no clear of the pool races with its closing.
+// [Pool.Pool], so that no clear of the pool races with its closing. Like
+// pool.Pool.Close, it may be called from an event handler.
 func (p *Pool) Close() error {
 	p.sdam.close()
 	return p.p.Close()

@@ -3,11 +3,15 @@ package mongopool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/connstring"
+	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/goid"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -21,43 +25,67 @@ const (
 )
 
 // sdam is what server discovery and monitoring does for a pool to a single
-// server: it applies the rule for errors during connection establishment
-// (mark the server Unknown and clear its pool, or, in load-balanced mode, clear
-// the service's connections) and, while the server is Unknown, monitors it
-// until it answers, then marks the pool ready.
+// server. It keeps the server's state, Unknown or not, and drives the pool
+// with it by the specification's rules:
 //
-// Clears and readies happen under mu, so that they are ordered with the
-// server's state as the specification asks ("clearing the pool MUST be
-// synchronized with the update to the ServerDescription"), and so that none
-// happens once close has begun: a clear racing with the pool's Close could
-// otherwise wait on the very goroutine Close waits for.
+//   - a monitor checks the server every heartbeatFrequencyMS on a connection
+//     of its own (see monitor.go): a failed check marks the server Unknown and
+//     clears the pool (interrupting the connections in use after a timeout),
+//     a successful one marks the pool ready;
+//   - errors of connection establishment (the "MongoDB handshake errors")
+//     and of operations (network errors, "not writable primary", "node is
+//     recovering", "node is shutting down") mark it Unknown, and some clear
+//     the pool (see establishFailed and operationFailed);
+//   - in load-balanced mode nothing is monitored and nothing paused: errors
+//     clear the connections of one service.
+//
+// Decisions are taken under mu, against the server's state, and carried out
+// on the pool in the order they were taken (see post), so that a check that
+// succeeded cannot mark the pool ready after an operation's network error
+// cleared it. No lock of sdam's is held while the pool runs: the pool's
+// event handlers may call the pool, and the Pool of this package, again.
 type sdam struct {
 	loadBalanced bool
 	check        connection.Config // the monitor's: the hello without authentication
 	heartbeat    time.Duration
 
-	ctx    context.Context // ends on close: stops the monitor and its check
-	cancel context.CancelFunc
-	wake   chan struct{} // asks the monitor for a check now; buffered
-	wg     sync.WaitGroup
+	ctx     context.Context // ends on close: stops the monitor and its check
+	cancel  context.CancelFunc
+	wake    chan struct{} // asks the monitor for a check now; buffered
+	wg      sync.WaitGroup
+	monitor atomic.Uint64 // the monitor's goroutine id, for close
 
-	mu sync.Mutex
+	mu sync.Mutex // protects following fields
 	p  *pool.Pool // set once the pool exists, before it can establish
-	// closed is set by close: no clear or ready after it.
+	// closed is set by close: no transition is carried out after it.
 	closed bool
-	// monitoring is true while the monitor goroutine runs, that is while
-	// the server is Unknown.
-	monitoring bool
-	// staleUpTo is the highest id of the connections created before the
-	// last clear: their errors are stale (the specification compares the
-	// connection's generation with the pool's; connection ids grow with
-	// generations, and the pool creates none while it is paused).
-	staleUpTo int64
+	// unknown is true while the server is Unknown.
+	unknown bool
+	// version is the topologyVersion of the last successful check.
+	version *handshake.TopologyVersion
+	// epoch counts the decisions that marked the server Unknown: a check
+	// that began before one is stale and changes nothing (the
+	// specification's "cancel the in-progress check").
+	epoch uint64
+	// staleBelow holds, by service (the zero one outside load-balanced
+	// mode), the generation below which errors are stale because of clears
+	// decided but maybe not carried out yet: with the pool's own
+	// generation, it keeps two errors of one generation from clearing twice.
+	staleBelow map[pool.ServiceID]uint64
+	// cancelCheck interrupts the check in progress, if any.
+	cancelCheck context.CancelFunc
+	// applying is true while a goroutine carries out the transitions of
+	// queue, in order.
+	applying bool
+	queue    []func(*pool.Pool)
 }
 
 func newSDAM(cfg connection.Config, cs *connstring.ConnString) *sdam {
 	check := cfg
 	check.Auth = nil // monitoring connections do not authenticate
+	// The monitor's socket timeout is connectTimeoutMS, as the server
+	// monitoring specification recommends.
+	check.SocketTimeout = cfg.ConnectTimeout
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sdam{
 		loadBalanced: cfg.Handshake.LoadBalanced,
@@ -66,6 +94,19 @@ func newSDAM(cfg connection.Config, cs *connstring.ConnString) *sdam {
 		ctx:          ctx,
 		cancel:       cancel,
 		wake:         make(chan struct{}, 1),
+		staleBelow:   make(map[pool.ServiceID]uint64),
+	}
+}
+
+// start begins monitoring the server p serves, unless it is behind a load
+// balancer (which the specification does not monitor).
+func (s *sdam) start(p *pool.Pool) {
+	s.mu.Lock()
+	s.p = p
+	s.mu.Unlock()
+	if !s.loadBalanced {
+		s.wg.Add(1)
+		go s.monitorLoop()
 	}
 }
 
@@ -81,19 +122,14 @@ func (e *serviceError) Error() string { return e.err.Error() }
 func (e *serviceError) Unwrap() error { return e.err }
 
 // establishFailed is the pool's establish-error handler: the specification's
-// "MongoDB handshake errors" rule. It runs on the establishing goroutine, after
-// the ConnectionCreated event and before the ConnectionClosed and
-// ConnectionCheckOutFailed ones, which puts PoolCleared where the
-// specification's event order wants it.
+// rules for errors of connection establishment. It runs on the establishing
+// goroutine, after the ConnectionCreated event and before the
+// ConnectionClosed and ConnectionCheckOutFailed ones, which puts PoolCleared
+// where the specification's event order wants it.
 func (s *sdam) establishFailed(err error) {
 	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		// Backpressure: the server may be overloaded, not unknown, and
-		// clearing would only add to its load.
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.p == nil {
+		// clearing would only add to its load. The pool backs off.
 		return
 	}
 	if s.loadBalanced {
@@ -101,32 +137,164 @@ func (s *sdam) establishFailed(err error) {
 		// the service's connections are cleared and nothing is paused.
 		var se *serviceError
 		if errors.As(err, &se) {
-			s.p.Clear(pool.ClearOptions{Cause: err, ServiceID: se.service})
+			s.clearService(se.service, err, 0, false)
 		}
 		return
 	}
 	var ce *pool.ConnectionError
-	if errors.As(err, &ce) && ce.ConnectionID <= s.staleUpTo {
-		return // a connection of a generation already cleared
+	gen := uint64(0)
+	if errors.As(err, &ce) {
+		gen = ce.Generation
 	}
-	s.p.Clear(pool.ClearOptions{Cause: err})
-	s.staleUpTo = s.p.Stats().Created
-	if !s.monitoring {
-		s.monitoring = true
-		// A request left over from before the server became Unknown is
-		// not one. It is dropped here rather than by the monitor, which
-		// would drop a check-out's request made before it starts running.
-		select {
-		case <-s.wake:
-		default:
+	if sc, ok := stateChangeOf(err, nil); ok {
+		s.stateChanged(sc, gen, err)
+		return
+	}
+	// Any other error of the handshake or of authentication.
+	s.markUnknown(gen, err, false)
+}
+
+// operationFailed applies the specification's rules for an error that an
+// operation met on the checked-out connection c, whose link is conn.
+func (s *sdam) operationFailed(c *pool.Conn, conn *connection.Conn, err error) {
+	if c.Err() != nil {
+		// A clear interrupted the connection: the pool's doing, not the
+		// server's.
+		return
+	}
+	if conn.Err() != nil {
+		// The connection broke: a network error, or a reply that was not
+		// one (a protocol error). A timeout, or the caller's context
+		// ending, says nothing of the server.
+		if isTimeout(err) || errors.Is(err, context.Canceled) {
+			return
 		}
-		s.wg.Add(1)
-		go s.monitor()
+		if s.loadBalanced {
+			s.clearService(c.ServiceID(), err, c.Generation(), true)
+			return
+		}
+		s.markUnknown(c.Generation(), err, false)
+		return
+	}
+	if sc, ok := stateChangeOf(err, nil); ok {
+		if s.loadBalanced {
+			if sc.shutdown {
+				s.clearService(c.ServiceID(), err, c.Generation(), true)
+			}
+			return
+		}
+		s.stateChanged(sc, c.Generation(), err)
 	}
 }
 
-// requestCheck asks the monitor, if one runs, to check the server without
-// waiting for the heartbeat.
+// replyReceived applies the rules to a successful reply that carries a
+// writeConcernError: a state change there counts as one in an error.
+func (s *sdam) replyReceived(c *pool.Conn, reply []byte) {
+	if sc, ok := stateChangeOf(nil, reply); ok && !s.loadBalanced {
+		s.stateChanged(sc, c.Generation(), fmt.Errorf("the reply's writeConcernError has code %d", sc.code))
+	}
+}
+
+// markUnknown marks the server Unknown after err, from a connection of
+// generation gen, and clears the pool, unless the error is stale: the pool
+// was cleared since the connection was made.
+func (s *sdam) markUnknown(gen uint64, err error, interrupt bool) {
+	s.mu.Lock()
+	if s.closed || s.p == nil || s.staleLocked(pool.ServiceID{}, gen) {
+		s.mu.Unlock()
+		return
+	}
+	s.unknownLocked()
+	s.clearLocked(pool.ClearOptions{Cause: err, InterruptInUse: interrupt})
+}
+
+// stateChanged handles a "not writable primary" or "node is recovering"
+// error: the server is marked Unknown, the pool cleared only if it is
+// shutting down, and the monitor asked to check it now (it may well answer).
+func (s *sdam) stateChanged(sc stateChange, gen uint64, err error) {
+	s.mu.Lock()
+	if s.closed || s.p == nil || s.staleLocked(pool.ServiceID{}, gen) || staleVersion(s.version, sc.version) {
+		s.mu.Unlock()
+		return
+	}
+	s.unknownLocked()
+	if sc.version != nil {
+		s.version = sc.version
+	}
+	if !sc.shutdown {
+		s.mu.Unlock()
+		s.requestCheck()
+		return
+	}
+	s.clearLocked(pool.ClearOptions{Cause: err})
+	s.requestCheck()
+}
+
+// unknownLocked marks the server Unknown and makes the check in progress, if
+// any, stale and interrupted.
+func (s *sdam) unknownLocked() {
+	s.unknown = true
+	s.epoch++
+	if s.cancelCheck != nil {
+		s.cancelCheck()
+	}
+}
+
+// clearService clears the connections of a load-balanced service, unless
+// the error is stale (the service was cleared since the connection was made:
+// gen is checked when checkGen is set).
+func (s *sdam) clearService(id pool.ServiceID, err error, gen uint64, checkGen bool) {
+	s.mu.Lock()
+	if s.closed || s.p == nil || id.IsZero() || checkGen && s.staleLocked(id, gen) {
+		s.mu.Unlock()
+		return
+	}
+	s.clearLocked(pool.ClearOptions{Cause: err, ServiceID: id})
+}
+
+// staleLocked reports whether an error from a connection of generation gen
+// (of service id) is stale: a clear was decided since the connection was
+// made.
+func (s *sdam) staleLocked(id pool.ServiceID, gen uint64) bool {
+	return gen < max(s.staleBelow[id], s.p.Generation(id))
+}
+
+// clearLocked decides a clear of the pool (of o.ServiceID's connections in
+// load-balanced mode) and releases mu: the errors of the connections made
+// before are stale from now on, even before the clear is carried out.
+func (s *sdam) clearLocked(o pool.ClearOptions) {
+	s.staleBelow[o.ServiceID] = max(s.staleBelow[o.ServiceID], s.p.Generation(o.ServiceID)) + 1
+	s.postLocked(func(p *pool.Pool) { p.Clear(o) })
+}
+
+// postLocked queues a transition of the pool, decided under mu, and releases
+// mu. Transitions are carried out in the order they were decided, by the
+// goroutine that finds none being carried out; the others return at once, so
+// that nobody waits for another goroutine's transition (its event handlers
+// may be the ones calling here).
+func (s *sdam) postLocked(t func(*pool.Pool)) {
+	s.queue = append(s.queue, t)
+	if s.applying {
+		s.mu.Unlock()
+		return
+	}
+	s.applying = true
+	for len(s.queue) > 0 && !s.closed {
+		t := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		p := s.p
+		s.mu.Unlock()
+		t(p)
+		s.mu.Lock()
+	}
+	s.queue = nil
+	s.applying = false
+	s.mu.Unlock()
+}
+
+// requestCheck asks the monitor to check the server without waiting for the
+// heartbeat.
 func (s *sdam) requestCheck() {
 	select {
 	case s.wake <- struct{}{}:
@@ -134,65 +302,16 @@ func (s *sdam) requestCheck() {
 	}
 }
 
-// monitor checks the server until it answers, then marks the pool ready and
-// ends. A check happens every heartbeat, or on request, but never within
-// minHeartbeatFrequency of the previous one.
-func (s *sdam) monitor() {
-	defer s.wg.Done()
-	heartbeat := time.NewTimer(s.heartbeat)
-	defer heartbeat.Stop()
-	var rest *time.Timer // the wait for minHeartbeatFrequency to pass
-	defer func() {
-		if rest != nil {
-			rest.Stop()
-		}
-	}()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-heartbeat.C:
-		case <-s.wake:
-		}
-		if rest != nil {
-			select {
-			case <-s.ctx.Done():
-				return
-			case <-rest.C:
-			}
-		}
-		rest = time.NewTimer(minHeartbeatFrequency)
-		heartbeat.Reset(s.heartbeat)
-		if s.checkServer() != nil {
-			continue // still Unknown
-		}
-		s.mu.Lock()
-		if !s.closed {
-			s.p.Ready()
-		}
-		s.monitoring = false
-		s.mu.Unlock()
-		return
-	}
-}
-
-// checkServer establishes a monitoring connection (dial, TLS and the hello,
-// without authentication, under connectTimeoutMS) and closes it.
-func (s *sdam) checkServer() error {
-	c, err := connection.Dial(s.ctx, &s.check, connection.Hooks{})
-	if err != nil {
-		return err
-	}
-	return c.Close()
-}
-
-// close stops the monitor and makes later establishment errors change
-// nothing. It returns when no clear or ready of the pool is under way or can
-// start.
+// close stops the monitor and makes later errors change nothing. It returns
+// once the monitor has ended, unless it is called on the monitor's own
+// goroutine (from an event handler of the pool's Ready), which ends as soon
+// as that handler returns.
 func (s *sdam) close() {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	s.cancel()
-	s.wg.Wait()
+	if s.monitor.Load() != goid.Current() {
+		s.wg.Wait()
+	}
 }

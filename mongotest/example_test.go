@@ -9,6 +9,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -101,11 +102,17 @@ func ExampleServer_InjectFault() {
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := mongopool.Open(ctx, srv.URI())
+	ready := make(chan struct{}, 4)
+	p, err := mongopool.Open(ctx, srv.URI(), pool.WithEventHandler(func(e pool.Event) {
+		if e.Type == pool.PoolReady {
+			ready <- struct{}{}
+		}
+	}))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer p.Close()
+	<-ready // Open's
 
 	remove, err := srv.InjectFault(mongotest.Fault{Kind: mongotest.FaultWrongResponseTo, Commands: []string{"ping"}, Times: 1})
 	if err != nil {
@@ -115,11 +122,21 @@ func ExampleServer_InjectFault() {
 	ping := bson.D{{Key: "ping", Value: 1}}
 	_, err = p.RunCommand(ctx, "admin", ping)
 	fmt.Println("protocol error:", errors.Is(err, wire.ErrProtocol))
+	// The broken reply marked the server Unknown and cleared the pool: the
+	// next command fails at once, and asks the monitor for a check.
 	_, err = p.RunCommand(ctx, "admin", ping)
-	fmt.Println("second ping:", err)
+	fmt.Println("second ping, pool cleared:", errors.Is(err, pool.ErrPoolCleared))
+	select {
+	case <-ready: // the check found the server answering
+	case <-ctx.Done():
+		log.Fatal(ctx.Err())
+	}
+	_, err = p.RunCommand(ctx, "admin", ping)
+	fmt.Println("third ping:", err)
 	fmt.Println("connections created:", p.Stats().Created)
 	// Output:
 	// protocol error: true
-	// second ping: <nil>
+	// second ping, pool cleared: true
+	// third ping: <nil>
 	// connections created: 2
 }

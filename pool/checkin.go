@@ -42,8 +42,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		p.inUse--
 		var ob outbox
 		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
-		p.mu.Unlock()
-		ob.finish(p)
+		p.finishLocked(&ob, false)
 		return nil
 	}
 	p.inUse--
@@ -59,16 +58,21 @@ func (p *Pool) CheckIn(c *Conn) error {
 // checkInPerishedLocked returns why a connection being checked in must be
 // closed, or "".
 func (p *Pool) checkInPerishedLocked(c *Conn) (reason string, err error) {
+	// A broken connection is closed for its error even when a clear made it
+	// stale too (often the clear its error caused): the error says more.
 	switch {
 	case p.state == statePoolClosed:
 		return ReasonPoolClosed, nil
-	case c.gen != c.svc.gen: // a checked-out connection has its service
+	case c.interrupted != nil: // its link was closed by the clear
 		return ReasonStale, nil
 	case c.broken != nil:
 		return ReasonError, c.broken
 	}
 	if err := c.link.Err(); err != nil {
 		return ReasonError, err
+	}
+	if c.gen != c.svc.gen { // a checked-out connection has its service
+		return ReasonStale, nil
 	}
 	return "", nil
 }

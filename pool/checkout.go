@@ -202,6 +202,7 @@ func (p *Pool) received(w *waiter, start, began time.Time) (*Conn, error) {
 func (p *Pool) timeoutErrorLocked(limit error, waited time.Duration) *WaitQueueTimeoutError {
 	e := p.timeoutError(limit, waited)
 	e.InUse, e.Pending, e.Waiting = p.inUse, p.pending, p.waiting
+	e.EstablishFailures, e.LastEstablishError = p.backoff.failures, p.backoff.last
 	return e
 }
 

@@ -38,8 +38,6 @@ func (p *Pool) Clear(o ClearOptions) error {
 	case !p.cfg.loadBalanced && !o.ServiceID.IsZero():
 		return fmt.Errorf("mongopool: Clear with ServiceID %s, but the pool for %s is not load-balanced", o.ServiceID, p.address)
 	}
-	p.transition.Lock()
-	defer p.transition.Unlock()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
@@ -65,14 +63,28 @@ func (p *Pool) Clear(o ClearOptions) error {
 	}
 	p.dispatchLocked(&ob) // an interrupt may have made room (load-balanced mode)
 	p.counts.clears.Add(1)
-	p.mu.Unlock()
-
 	if announce {
-		p.emitPool(PoolCleared, o.ServiceID, o.InterruptInUse)
+		ob.setPoolEvent(p, PoolCleared, o.ServiceID, o.InterruptInUse, true)
 	}
-	ob.finish(p)
+	p.finishLocked(&ob, true)
 	p.runMaintenanceSoon() // to close the stale idle connections now
 	return nil
+}
+
+// Generation returns the pool's current generation or, in load-balanced mode,
+// that of the service id (0 for a service the pool has no connection to). A
+// topology layer compares it with the generation of a connection, or of a
+// [*ConnectionError], to tell a stale error from a current one.
+func (p *Pool) Generation(id ServiceID) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cfg.loadBalanced {
+		return p.main.gen
+	}
+	if s := p.services[id]; s != nil {
+		return s.gen
+	}
+	return 0
 }
 
 // interruptLocked interrupts the connections of svc of generation <= gen that

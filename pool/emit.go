@@ -22,11 +22,31 @@ func (p *Pool) observed() bool {
 
 // emit reports a connection or check-out event: the one place where events
 // are built and log records written, and only when someone listens. since is
-// the start of the measured duration, if the event has one.
+// the start of the measured duration, if the event has one. While a state
+// change's events are being delivered, the event is queued behind them (see
+// finishLocked) instead of delivered here.
 func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err error) {
 	if !p.observed() {
 		return
 	}
+	e := p.event(t, c, since, reason, err)
+	if p.queued.Load() && p.enqueue(&e) {
+		return
+	}
+	p.publish(&e)
+}
+
+// deliver is emit for the goroutine whose turn it is to deliver: it never
+// queues.
+func (p *Pool) deliver(t EventType, c *Conn, since time.Time, reason string, err error) {
+	if !p.observed() {
+		return
+	}
+	e := p.event(t, c, since, reason, err)
+	p.publish(&e)
+}
+
+func (p *Pool) event(t EventType, c *Conn, since time.Time, reason string, err error) Event {
 	e := Event{Type: t, Address: p.address, Reason: reason, Err: err}
 	if c != nil {
 		e.ConnectionID = c.id
@@ -34,18 +54,28 @@ func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err er
 	if !since.IsZero() {
 		e.Duration = time.Since(since)
 	}
-	p.publish(&e)
+	return e
 }
 
-// emitPool reports a pool event.
-func (p *Pool) emitPool(t EventType, svc ServiceID, interrupt bool) {
+// enqueue queues e behind the deliveries under way, if there still are any.
+func (p *Pool) enqueue(e *Event) bool {
+	p.mu.Lock()
+	if !p.draining {
+		p.mu.Unlock()
+		return false
+	}
+	p.backlog = append(p.backlog, outbox{events: []Event{*e}})
+	p.mu.Unlock()
+	return true
+}
+
+// emitCreated reports the PoolCreated event, which New emits before anyone
+// else can use the pool.
+func (p *Pool) emitCreated() {
 	if !p.observed() {
 		return
 	}
-	e := Event{Type: t, Address: p.address, ServiceID: svc, Interrupt: interrupt}
-	if t == PoolCreated {
-		e.Options = p.cfg.userOptions()
-	}
+	e := Event{Type: PoolCreated, Address: p.address, Options: p.cfg.userOptions()}
 	p.publish(&e)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"time"
 )
@@ -87,7 +88,16 @@ type PoolClearedError struct {
 
 func (e *PoolClearedError) Error() string {
 	if e.Interrupted {
-		return "Connection to " + e.Address + " interrupted due to server monitor timeout"
+		// The specification's message, for the clear it describes: one
+		// after a server monitor's timeout (or one that says nothing).
+		// Another cause is named for what it is.
+		switch {
+		case e.Cause == nil:
+			return "Connection to " + e.Address + " interrupted due to server monitor timeout"
+		case isTimeout(e.Cause):
+			return "Connection to " + e.Address + " interrupted due to server monitor timeout: " + e.Cause.Error()
+		}
+		return "Connection to " + e.Address + " interrupted because its pool was cleared: " + e.Cause.Error()
 	}
 	cause := "no error given (the pool is paused until it is marked ready)"
 	if e.Cause != nil {
@@ -119,7 +129,13 @@ type WaitQueueTimeoutError struct {
 	InUse         int // connections checked out
 	Pending       int // connections being established
 	Waiting       int // other check-outs still waiting
-	cause         error
+	// EstablishFailures is the number of establishments that had failed in
+	// a row when the check-out gave up, and LastEstablishError the last of
+	// their errors: the pool waits a little longer after each before it
+	// establishes again (see the package documentation).
+	EstablishFailures  int
+	LastEstablishError error
+	cause              error
 }
 
 func (e *WaitQueueTimeoutError) Error() string {
@@ -127,8 +143,12 @@ func (e *WaitQueueTimeoutError) Error() string {
 	if e.MaxPoolSize > 0 {
 		max = fmt.Sprint(e.MaxPoolSize)
 	}
-	return fmt.Sprintf("%s (address %s): %s elapsed after %v; maxPoolSize: %s, in use: %d, maxConnecting: %d, establishing: %d, still waiting: %d",
+	msg := fmt.Sprintf("%s (address %s): %s elapsed after %v; maxPoolSize: %s, in use: %d, maxConnecting: %d, establishing: %d, still waiting: %d",
 		msgWaitQueueTimeout, e.Address, e.Limit, e.Waited.Round(time.Microsecond), max, e.InUse, e.MaxConnecting, e.Pending, e.Waiting)
+	if e.EstablishFailures > 0 {
+		msg += fmt.Sprintf("; establishing again after %d failed in a row, the last with: %v", e.EstablishFailures, e.LastEstablishError)
+	}
+	return msg
 }
 
 // Unwrap returns context.DeadlineExceeded, or context.Canceled when the
@@ -141,6 +161,13 @@ func (e *WaitQueueTimeoutError) Is(target error) bool { return target == ErrWait
 // Timeout reports true unless the context was canceled, as net.Error does.
 func (e *WaitQueueTimeoutError) Timeout() bool { return e.cause != context.Canceled }
 
+// isTimeout reports whether err is a timeout, as net.Error tells or
+// context.DeadlineExceeded.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded)
+}
+
 // ConnectionError reports a failure to establish a connection. Network errors
 // and timeouts up to and including the hello command carry the backpressure
 // labels SystemOverloadedError and RetryableError; errors during
@@ -148,6 +175,11 @@ func (e *WaitQueueTimeoutError) Timeout() bool { return e.cause != context.Cance
 type ConnectionError struct {
 	Address      string
 	ConnectionID int64
+	// Generation is the generation the connection was created in: that of
+	// the pool, or in load-balanced mode that of its service (0 when the
+	// hello did not tell the service). A topology layer ignores the errors
+	// of a generation older than the current one, as stale.
+	Generation uint64
 	// DuringAuth is true when the error happened after the hello command
 	// succeeded, that is during authentication.
 	DuringAuth bool

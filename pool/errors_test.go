@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -197,8 +198,8 @@ func TestErrorPoolCleared(t *testing.T) {
 // A clear with interruptInUseConnections gives the user of a checked-out
 // connection the Interrupted form of PoolClearedError.
 func TestErrorPoolClearedInterrupted(t *testing.T) {
-	cause := errors.New("server monitor timeout")
-	want := "Connection to " + errAddr + " interrupted due to server monitor timeout"
+	cause := fmt.Errorf("heartbeat: %w", os.ErrDeadlineExceeded)
+	want := "Connection to " + errAddr + " interrupted due to server monitor timeout: heartbeat: i/o timeout"
 	t.Run("Conn.Err", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
@@ -537,10 +538,22 @@ func TestErrorCheckIn(t *testing.T) {
 // Constructed errors: the messages for the cases a test cannot easily bring
 // about.
 func TestErrorMessagesConstructed(t *testing.T) {
-	e := &pool.PoolClearedError{Address: errAddr, Cause: errors.New("boom"), Interrupted: true}
-	if want := "Connection to " + errAddr + " interrupted due to server monitor timeout"; e.Error() != want {
-		t.Errorf("%q, want %q", e.Error(), want)
+	// Interrupted: the specification's message for a clear after a
+	// monitor's timeout, or one without a cause; another cause is named.
+	for _, tc := range []struct {
+		cause error
+		want  string
+	}{
+		{nil, "Connection to " + errAddr + " interrupted due to server monitor timeout"},
+		{context.DeadlineExceeded, "Connection to " + errAddr + " interrupted due to server monitor timeout: context deadline exceeded"},
+		{errors.New("cleared by the application"), "Connection to " + errAddr + " interrupted because its pool was cleared: cleared by the application"},
+	} {
+		e := &pool.PoolClearedError{Address: errAddr, Cause: tc.cause, Interrupted: true}
+		if e.Error() != tc.want {
+			t.Errorf("%q, want %q", e.Error(), tc.want)
+		}
 	}
+	e := &pool.PoolClearedError{}
 	e = &pool.PoolClearedError{Address: errAddr, Cause: errors.New("boom")}
 	if want := "Connection pool for " + errAddr + " was cleared because another operation failed with: boom"; e.Error() != want {
 		t.Errorf("%q, want %q", e.Error(), want)
@@ -549,8 +562,10 @@ func TestErrorMessagesConstructed(t *testing.T) {
 	if !strings.HasPrefix(e.Error(), "Connection pool for "+errAddr) {
 		t.Errorf("%q does not begin with the pool's address", e.Error())
 	}
-	w := &pool.WaitQueueTimeoutError{Address: errAddr, Limit: "waitQueueTimeoutMS", MaxPoolSize: 0, MaxConnecting: 2, InUse: 3, Pending: 1, Waiting: 4}
-	for _, s := range []string{errAddr, "waitQueueTimeoutMS", "maxPoolSize: unlimited", "in use: 3", "maxConnecting: 2", "establishing: 1", "still waiting: 4"} {
+	w := &pool.WaitQueueTimeoutError{Address: errAddr, Limit: "waitQueueTimeoutMS", MaxPoolSize: 0, MaxConnecting: 2, InUse: 3, Pending: 1, Waiting: 4,
+		EstablishFailures: 5, LastEstablishError: errors.New("connection refused")}
+	for _, s := range []string{errAddr, "waitQueueTimeoutMS", "maxPoolSize: unlimited", "in use: 3", "maxConnecting: 2", "establishing: 1", "still waiting: 4",
+		"after 5 failed in a row, the last with: connection refused"} {
 		if !strings.Contains(w.Error(), s) {
 			t.Errorf("%q does not contain %q", w.Error(), s)
 		}

@@ -12,6 +12,9 @@ import (
 // pool.
 func (p *Pool) establish(ctx context.Context, c *Conn) {
 	defer p.wg.Done()
+	// The Connector and the handlers this goroutine calls may close the
+	// pool: Close must know not to wait for this goroutine then.
+	defer p.leaveWorker(p.enterWorker())
 	link, err := p.connect.Connect(ctx, &c.attempt)
 	c.cancel() // releases the establishment's timer
 	if err == nil && link == nil {
@@ -42,6 +45,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 	var ob outbox
 	forWaiter := p.endPendingLocked(c)
 	c.state = stateAvailable
+	p.endBackoffLocked()
 	switch stale := c.gen != c.svc.gen; {
 	case p.state == statePoolClosed:
 		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
@@ -71,11 +75,12 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 // closed and the check-out it was established for fails with the error.
 // Called with the lock held; releases it.
 func (p *Pool) establishFailedLocked(c *Conn, err error) {
-	cerr := &ConnectionError{Address: p.address, ConnectionID: c.id, DuringAuth: c.helloDone, Err: err}
+	cerr := &ConnectionError{Address: p.address, ConnectionID: c.id, Generation: c.gen, DuringAuth: c.helloDone, Err: err}
 	if !c.helloDone && mayBeOverload(err) {
 		cerr.labels = []string{LabelSystemOverloaded, LabelRetryable}
 	}
 	p.counts.establishFailed.Add(1)
+	p.establishFailedBackoffLocked(cerr)
 	p.mu.Unlock()
 	if h := p.cfg.establishFailed; h != nil {
 		h(cerr)
@@ -103,8 +108,7 @@ func (p *Pool) discardLinkLocked(c *Conn, link Link) {
 		c.link = link
 		p.releaseLinkLocked(c, &ob)
 	}
-	p.mu.Unlock()
-	ob.finish(p)
+	p.finishLocked(&ob, false)
 }
 
 // helloDone records that c's hello succeeded and, in load-balanced mode,

@@ -3,6 +3,8 @@ package pool_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"reflect"
 	"testing"
 	"testing/synctest"
@@ -18,7 +20,7 @@ func TestInterruptInUseConnections(t *testing.T) {
 		f := &fakeConnector{}
 		p, log := newPool(t, f)
 		mustReady(t, p)
-		cause := errors.New("heartbeat timed out")
+		cause := fmt.Errorf("heartbeat: %w", os.ErrDeadlineExceeded)
 
 		opErr := make(chan error, 1)
 		go func() {
@@ -36,7 +38,7 @@ func TestInterruptInUseConnections(t *testing.T) {
 		if !errors.As(err, &pce) || !pce.Interrupted || !errors.Is(err, cause) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 			t.Fatalf("interrupted operation returned %v", err)
 		}
-		if want := "Connection to 127.0.0.1:27017 interrupted due to server monitor timeout"; err.Error() != want {
+		if want := "Connection to 127.0.0.1:27017 interrupted due to server monitor timeout: heartbeat: i/o timeout"; err.Error() != want {
 			t.Fatalf("message %q, want %q", err.Error(), want)
 		}
 		if idle.Err() == nil {

@@ -8,6 +8,8 @@ import "time"
 // minPoolSize). Close stops it.
 func (p *Pool) maintain() {
 	defer p.wg.Done()
+	defer p.leaveWorker(p.enterWorker()) // it runs event handlers
+
 	interval := p.cfg.maintenanceInterval
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -45,8 +47,7 @@ func (p *Pool) maintenanceRun() {
 	p.idle = kept
 	p.dispatchLocked(&ob)
 	p.populateLocked(&ob)
-	p.mu.Unlock()
-	ob.finish(p)
+	p.finishLocked(&ob, false)
 }
 
 // populateLocked starts establishments toward minPoolSize, as many as

@@ -153,6 +153,10 @@ func WithEstablishErrorHandler(fn func(error)) Option {
 	}
 }
 
+// Logger returns the logger given with [WithLogger], or nil: a layer above
+// the pool logs its own messages there.
+func (p *Pool) Logger() *slog.Logger { return p.cfg.logger }
+
 func defaultConfig() config {
 	return config{
 		maxPoolSize:         DefaultMaxPoolSize,

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mongopool/mongopool/internal/goid"
 )
 
 // poolState is the specification's pool state.
@@ -44,14 +46,13 @@ type Pool struct {
 	cancelAll context.CancelFunc
 	poke      chan struct{} // asks the maintenance goroutine for a run now
 	stop      chan struct{} // closed by Close
+	closed    chan struct{} // closed once Close's events are delivered
 	wg        sync.WaitGroup
 	waiters   sync.Pool     // of *waiter, recycled once delivered
 	tickets   atomic.Uint64 // order of the observed check-outs' CheckOutStarted events
 	epoch     time.Time     // when the pool was created: see now
-
-	// transition serializes Ready, Clear and Close, so that their events are
-	// emitted in the order of the state changes they report.
-	transition sync.Mutex
+	queued    atomic.Bool   // draining, for emit to read without the lock
+	drainer   atomic.Uint64 // goroutine running the drain, when observed; 0 if none
 
 	mu         sync.Mutex // protects following fields
 	state      poolState
@@ -67,6 +68,11 @@ type Pool struct {
 	forWaiters int // establishments under way on behalf of check-outs
 	pending    int
 	inUse      int
+	draining   bool           // a state change's outboxes are being delivered: see finishLocked
+	backlog    []outbox       // what waits for its turn behind them
+	workers    map[uint64]int // goroutines of the pool's that may run the user's code, by goroutine id
+	backoff    backoff        // of establishments after failures
+	retry      *time.Timer    // ends the backoff, when something waits for it
 
 	counts counters // running totals, read by Stats
 }
@@ -98,14 +104,16 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		handled: len(cfg.handlers) > 0,
 		poke:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
+		closed:  make(chan struct{}),
 		epoch:   time.Now(),
+		workers: make(map[uint64]int),
 	}
 	p.host, p.port = splitAddress(address)
 	p.ctx, p.cancelAll = context.WithCancel(context.Background())
 	if cfg.loadBalanced {
 		p.services = make(map[ServiceID]*service)
 	}
-	p.emitPool(PoolCreated, ServiceID{}, false)
+	p.emitCreated()
 	if cfg.maintenanceInterval > 0 {
 		p.wg.Add(1)
 		go p.maintain()
@@ -120,8 +128,6 @@ func (p *Pool) Address() string { return p.address }
 // established in the background. Readying a ready pool does nothing; readying
 // a closed pool is an error.
 func (p *Pool) Ready() error {
-	p.transition.Lock()
-	defer p.transition.Unlock()
 	p.mu.Lock()
 	switch p.state {
 	case statePoolClosed:
@@ -132,15 +138,16 @@ func (p *Pool) Ready() error {
 		return nil
 	}
 	p.state = stateReady
-	p.mu.Unlock()
-
-	// The event comes before any background establishment it allows. With
-	// the maintenance disabled there is none: nothing establishes for
-	// minPoolSize, not even the end of an establishment (see establish).
-	p.emitPool(PoolReady, ServiceID{}, false)
-	p.mu.Lock()
+	// With the maintenance disabled nothing establishes for minPoolSize,
+	// not even the end of an establishment (see establish). The
+	// establishments the maintenance starts come after PoolReady: they are
+	// queued behind it (see finishLocked).
 	p.populate = p.cfg.maintenanceInterval > 0
-	p.mu.Unlock()
+	// The server was found fit again: the establishments start afresh.
+	p.endBackoffLocked()
+	var ob outbox
+	ob.setPoolEvent(p, PoolReady, ServiceID{}, false, true)
+	p.finishLocked(&ob, true)
 	p.runMaintenanceSoon()
 	return nil
 }
@@ -148,41 +155,82 @@ func (p *Pool) Ready() error {
 // Close closes the pool: idle and pending connections are closed at once,
 // checked-out ones when they are checked in, waiting and later check-outs fail
 // with a [*PoolClosedError]. Close returns when every goroutine of the pool has
-// ended. Closing a closed pool does nothing.
+// ended and every event of the pool has been delivered, the PoolClosed event
+// last (but for the ConnectionClosed events of connections still checked out
+// or being handed over by their establishment). A Close while another one is
+// under way returns when the first one would.
+//
+// Called from an event handler or another function the pool calls (a
+// Connector, an establish-error handler), Close cannot wait for the goroutine
+// it runs on: it closes the pool and returns, and the pool's goroutines end on
+// their own once the handler returns; the PoolClosed event is delivered after
+// the handler returns if events were being delivered by that goroutine.
 func (p *Pool) Close() error {
-	p.transition.Lock()
+	// Whether the caller is code the pool runs is read before anything
+	// changes: the answer decides what Close may wait for.
+	inside := p.calledByPool()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
-		p.transition.Unlock()
+	} else {
+		p.state = statePoolClosed
+		p.populate = false
+		var ob outbox
+		for _, c := range p.idle {
+			p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
+		}
+		p.idle = nil
+		for _, c := range p.establishingLocked(nil, 0) {
+			p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
+		}
+		closed := &PoolClosedError{Address: p.address}
+		p.evictLocked(0, closed, &ob)
+		p.stopRetryLocked()
+		ob.setPoolEvent(p, PoolClosed, ServiceID{}, false, false)
+		ob.delivered = p.closed
+		close(p.stop)
+		p.cancelAll()
+		p.finishLocked(&ob, true)
+	}
+	if inside {
 		return nil
 	}
-	p.state = statePoolClosed
-	p.populate = false
-	var ob outbox
-	for _, c := range p.idle {
-		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
-	}
-	p.idle = nil
-	for _, c := range p.establishingLocked(nil, 0) {
-		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
-	}
-	closed := &PoolClosedError{Address: p.address}
-	p.evictLocked(0, closed, &ob)
-	p.mu.Unlock()
-
-	ob.emitClosed(p)
-	p.emitPool(PoolClosed, ServiceID{}, false)
-	ob.finish(p)
-
-	close(p.stop)
-	p.cancelAll()
-	// The pool's goroutines are waited for without holding transition: an
-	// establishment whose error handler calls Clear (as SDAM does) must be
-	// able to run it, which returns at once on a closed pool.
-	p.transition.Unlock()
 	p.wg.Wait()
+	<-p.closed
 	return nil
+}
+
+// calledByPool reports whether the caller runs on a goroutine that a Close
+// must not wait for: one of the pool's own (running a Connector, an event
+// handler or an establish-error handler), or one delivering a state change's
+// events.
+func (p *Pool) calledByPool() bool {
+	id := goid.Current()
+	if p.drainer.Load() == id {
+		return true
+	}
+	p.mu.Lock()
+	_, ok := p.workers[id]
+	p.mu.Unlock()
+	return ok
+}
+
+// enterWorker registers the calling goroutine, one of the pool's, as one
+// that runs the user's code, and returns its id for leaveWorker.
+func (p *Pool) enterWorker() uint64 {
+	id := goid.Current()
+	p.mu.Lock()
+	p.workers[id]++
+	p.mu.Unlock()
+	return id
+}
+
+func (p *Pool) leaveWorker(id uint64) {
+	p.mu.Lock()
+	if p.workers[id]--; p.workers[id] == 0 {
+		delete(p.workers, id)
+	}
+	p.mu.Unlock()
 }
 
 // spinTries is how many times lock tries the pool's lock again before it
@@ -241,14 +289,22 @@ func (p *Pool) newConnLocked(forWaiter bool, ob *outbox) {
 	} else {
 		ctx, c.cancel = context.WithCancel(p.ctx)
 	}
-	p.wg.Add(1)
-	ob.created = append(ob.created, establishment{c, ctx})
+	ob.created = append(ob.created, establishment{c: c, ctx: ctx})
 }
 
-// canEstablishLocked reports whether maxConnecting and maxPoolSize allow one
-// more establishment.
+// canEstablishLocked reports whether maxConnecting, maxPoolSize and the
+// backoff after failed establishments allow one more establishment. Callers
+// ask only when they want one: when the backoff alone forbids it, the end of
+// the backoff is arranged to ask again (see armRetryLocked).
 func (p *Pool) canEstablishLocked() bool {
-	return p.pending < p.cfg.maxConnecting && (p.cfg.maxPoolSize == 0 || len(p.conns) < p.cfg.maxPoolSize)
+	if p.pending >= p.cfg.maxConnecting || p.cfg.maxPoolSize > 0 && len(p.conns) >= p.cfg.maxPoolSize {
+		return false
+	}
+	if p.backoff.failures > 0 && p.backingOffLocked() {
+		p.armRetryLocked()
+		return false
+	}
+	return true
 }
 
 // closeConnLocked marks c closed, takes it out of the counts and queues its
@@ -295,19 +351,13 @@ func (p *Pool) endPendingLocked(c *Conn) (forWaiter bool) {
 	return true
 }
 
-// releaseLinkLocked queues the teardown of c's link, once. While the pool is
-// open the teardown runs on a goroutine Close waits for; after Close it runs
-// inline, Close being the only one left to wait for it.
+// releaseLinkLocked queues the teardown of c's link, once.
 func (p *Pool) releaseLinkLocked(c *Conn, ob *outbox) {
 	if c.link == nil || c.linkReleased {
 		return
 	}
 	c.linkReleased = true
-	async := p.state != statePoolClosed
-	if async {
-		p.wg.Add(1)
-	}
-	ob.teardown = append(ob.teardown, teardown{c.link, async})
+	ob.teardown = append(ob.teardown, c.link)
 }
 
 // perishedLocked returns why the available connection c must not be checked
@@ -394,8 +444,7 @@ func (p *Pool) checkOutLocked(c *Conn) {
 func (p *Pool) releaseLocked(ob *outbox) {
 	p.dispatchLocked(ob)
 	poke := p.belowMinLocked() && p.canEstablishLocked()
-	p.mu.Unlock()
-	ob.finish(p)
+	p.finishLocked(ob, false)
 	if poke {
 		p.runMaintenanceSoon()
 	}

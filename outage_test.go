@@ -1,0 +1,265 @@
+package mongopool_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+)
+
+// These tests watch what a dead or broken server costs over a window of time.
+// Their bounds are upper bounds on connection attempts, which a slow machine
+// only lowers, and they wait for the events they need with deadlines.
+
+// resettingListener accepts connections and resets each at once, as a server
+// that is going away does, counting them.
+func resettingListener(t *testing.T) (uri string, accepted *atomic.Int64) {
+	t.Helper()
+	accepted = new(atomic.Int64)
+	addr := rawListener(t, func(c net.Conn) {
+		accepted.Add(1)
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		c.Close()
+	})
+	return "mongodb://" + addr + "/", accepted
+}
+
+// A pool left idle with minPoolSize against a server that drops every
+// connection costs a few attempts, not thousands: the population backs off,
+// and the monitor's first check marks the server Unknown and pauses the pool,
+// after which only the monitor dials, once a heartbeat.
+func TestDeadServerIdleCostsFewDials(t *testing.T) {
+	for _, minSize := range []int{1, 5} {
+		t.Run(fmt.Sprint("minPoolSize=", minSize), func(t *testing.T) {
+			uri, accepted := resettingListener(t)
+			rec := newE2EEventLog()
+			p := sdamNew(t, fmt.Sprint(uri, "?heartbeatFrequencyMS=500&minPoolSize=", minSize), pool.WithEventHandler(rec.handler))
+			rec.waitFor(ctx(t), t, "the monitor's clear", func(e pool.Event) bool { return e.Type == pool.PoolCleared })
+			// Two seconds of an idle pool: the window of the report.
+			time.Sleep(2 * time.Second)
+			st := p.Stats()
+			if st.State != "paused" {
+				t.Fatalf("stats %+v; want the pool paused while the server is Unknown", st)
+			}
+			// Before the clear: the population's first attempts, backing
+			// off. After it: the monitor's checks, two per heartbeat at
+			// most (a check and its immediate retry).
+			if n := accepted.Load(); n > 20 {
+				t.Fatalf("%d connections to a dead server in 2.5s (%d by the pool); want a few", n, st.Created)
+			}
+		})
+	}
+}
+
+// Under load, a server whose replies are broken (not BSON) after a good
+// handshake costs a bounded number of connections: each broken reply marks
+// the server Unknown and clears the pool, check-outs then fail at once
+// without dialling until the monitor's check (at most every 500ms) makes the
+// pool ready again.
+func TestBrokenRepliesUnderLoadAreBounded(t *testing.T) {
+	s := server(t)
+	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultNotBSON, Commands: []string{"ping"}})
+	rec := newE2EEventLog()
+	p := sdamNew(t, s.URI()+"?maxPoolSize=8", pool.WithEventHandler(rec.handler))
+	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var ops atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			for c.Err() == nil {
+				p.RunCommand(c, "admin", ping)
+				ops.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	st := p.Stats()
+	if st.Clears == 0 {
+		t.Fatalf("stats %+v: broken replies never cleared the pool", st)
+	}
+	// At most maxPoolSize new connections for each time the monitor made
+	// the pool ready again (every 500ms at most, 4 in 2s), and the first.
+	if st.Created > 8*6 {
+		t.Fatalf("%d connections in 2s of broken replies (%d operations, %d clears); want at most %d", st.Created, ops.Load(), st.Clears, 8*6)
+	}
+	if len(rec.filter(func(e pool.Event) bool { return e.Type == pool.PoolReady })) < 2 {
+		t.Fatalf("the monitor never made the pool ready again: stats %+v", st)
+	}
+}
+
+// A server that says it is shutting down, in its answer to the hello of a
+// new connection (the background population's too), clears the pool once:
+// the pool is paused and stops dialling until a check of the monitor
+// succeeds.
+func TestShuttingDownInHandshakeClears(t *testing.T) {
+	for _, code := range []int32{91, 11600} {
+		t.Run(fmt.Sprint("code ", code), func(t *testing.T) {
+			s := server(t)
+			sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "shutdown", ErrorCode: code})
+			rec := newE2EEventLog()
+			p := sdamNew(t, s.URI()+"?appName=shutdown&minPoolSize=3&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
+			rec.waitFor(ctx(t), t, "PoolCleared", func(e pool.Event) bool { return e.Type == pool.PoolCleared })
+			time.Sleep(500 * time.Millisecond) // a window in which nothing more may happen
+			// The monitor, asked for a check by the state change, finds
+			// the server still shutting down and clears again: the pool
+			// is paused already, no event says so.
+			st := p.Stats()
+			cleared := rec.filter(func(e pool.Event) bool { return e.Type == pool.PoolCleared })
+			if st.State != "paused" || len(cleared) != 1 || st.Created > 3 || st.Pending != 0 {
+				t.Fatalf("stats %+v, %d PoolCleared events; want one, the pool paused and no more attempts", st, len(cleared))
+			}
+			_, err := p.RunCommand(ctx(t), "admin", ping)
+			var pce *pool.PoolClearedError
+			if !errors.As(err, &pce) || pce.Cause == nil {
+				t.Fatalf("command: %v; want a PoolClearedError saying why", err)
+			}
+		})
+	}
+}
+
+// In load-balanced mode errors of the hello change nothing (there is no
+// service to clear yet), so it is the pool's backoff that keeps a server
+// answering every hello with ShutdownInProgress from being dialled without
+// pause by the population.
+func TestLoadBalancedHelloErrorsBackOff(t *testing.T) {
+	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "lb-shutdown", ErrorCode: 91})
+	p := sdamNew(t, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2")
+	time.Sleep(time.Second) // the window
+	if st := p.Stats(); st.Created > 10 || st.EstablishFailed == 0 {
+		t.Fatalf("stats %+v; want a few failed attempts in a second", st)
+	}
+}
+
+// "Not writable primary" and "node is recovering" errors in an operation's
+// reply make the monitor check the server at once (it may answer) but do not
+// clear the pool; "shutting down" ones clear it. A writeConcernError counts
+// as the same error.
+func TestStateChangeErrorsOfOperations(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fp    mongotest.FailPoint
+		clear bool
+	}{
+		{"NotWritablePrimary", mongotest.FailPoint{ErrorCode: 10107}, false},
+		{"InterruptedDueToReplStateChange", mongotest.FailPoint{ErrorCode: 11602}, false},
+		{"ShutdownInProgress", mongotest.FailPoint{ErrorCode: 91}, true},
+		{"InterruptedAtShutdown in writeConcernError", mongotest.FailPoint{WriteConcernError: bson.D{{Key: "code", Value: 11600}, {Key: "errmsg", Value: "shutting down"}}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := server(t)
+			rec := newE2EEventLog()
+			p := sdamNew(t, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
+			if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+				t.Fatal(err)
+			}
+			hellos := s.Stats().Commands["isMaster"] + s.Stats().Commands["hello"]
+			fp := tc.fp
+			fp.Commands, fp.AppName, fp.Times = []string{"insert"}, "statechange", 1
+			sdamFailPoint(t, s, fp)
+			p.RunCommand(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+			if st := p.Stats(); (st.Clears == 1) != tc.clear {
+				t.Fatalf("stats %+v; want cleared: %v", st, tc.clear)
+			}
+			// The monitor checks at once: a hello more on the server.
+			deadline := time.Now().Add(10 * time.Second)
+			for s.Stats().Commands["isMaster"]+s.Stats().Commands["hello"] == hellos {
+				if time.Now().After(deadline) {
+					t.Fatal("the monitor did not check the server after a state change error")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if tc.clear {
+				rec.waitN(ctx(t), t, "the pool ready again", 2, func(e pool.Event) bool { return e.Type == pool.PoolReady })
+			}
+			if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+				t.Fatalf("after the check: %v", err)
+			}
+		})
+	}
+}
+
+// A timeout of the monitor's check clears the pool with
+// interruptInUseConnections: an operation in progress fails with the
+// retryable error that says so. The hello of the monitor's own connection is
+// what hangs; the pool's connection was made before.
+func TestMonitorTimeoutInterruptsInUse(t *testing.T) {
+	s := server(t)
+	rec := newE2EEventLog()
+	p := sdamNew(t, s.URI()+"?heartbeatFrequencyMS=500&connectTimeoutMS=300", pool.WithEventHandler(rec.handler))
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatal(err)
+	}
+	// The hello hangs from now on (the monitor's check), and so does the
+	// operation's find: only an interruption can end the find early.
+	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"hello", "isMaster", "find"}})
+	_, err := p.RunCommand(ctx(t), "db", bson.D{{Key: "find", Value: "c"}})
+	var pce *pool.PoolClearedError
+	if !errors.As(err, &pce) || !pce.Interrupted || !pool.HasErrorLabel(err, pool.LabelRetryable) {
+		t.Fatalf("find: %v; want it interrupted by the monitor's clear", err)
+	}
+	cleared := rec.last(t, pool.PoolCleared)
+	if !cleared.Interrupt {
+		t.Fatalf("PoolCleared %+v; want interruptInUseConnections", cleared)
+	}
+}
+
+// An event handler may close the Pool of this package: here the handler of
+// the PoolCleared event that an operation's error causes (delivered on the
+// operation's goroutine, its connection still checked out), and that of the
+// PoolReady event the monitor delivers once its check finds the server
+// answering again. Neither deadlocks, and no goroutine is left.
+func TestHandlersMayCloseThePool(t *testing.T) {
+	for _, on := range []pool.EventType{pool.PoolCleared, pool.PoolReady} {
+		t.Run(on.String(), func(t *testing.T) {
+			s := server(t)
+			var (
+				mp     *mongopool.Pool
+				armed  atomic.Bool
+				once   sync.Once
+				closed = make(chan struct{})
+			)
+			mp, err := mongopool.New(s.URI()+"?heartbeatFrequencyMS=500", pool.WithEventHandler(func(e pool.Event) {
+				if e.Type == on && armed.Load() {
+					once.Do(func() {
+						mp.Close()
+						close(closed)
+					})
+				}
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mp.Close()
+			armed.Store(true)
+			// A broken reply clears the pool; the next command meets the
+			// paused pool and asks the monitor for the check that makes
+			// it ready again.
+			remove := faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultNotBSON, Commands: []string{"ping"}, Times: 1})
+			mp.RunCommand(ctx(t), "admin", ping)
+			remove()
+			mp.RunCommand(ctx(t), "admin", ping)
+			select {
+			case <-closed:
+			case <-ctx(t).Done():
+				t.Fatal("the handler's Close did not return")
+			}
+			if st := mp.Stats(); st.State != "closed" {
+				t.Fatalf("stats %+v after the handler's Close", st)
+			}
+		})
+	}
+}
