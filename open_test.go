@@ -1,10 +1,12 @@
 package mongopool_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -249,6 +251,28 @@ func TestOpenWarnings(t *testing.T) {
 	w := strings.Join(p.Warnings(), "\n")
 	if !strings.Contains(w, "maxConnecting") || !strings.Contains(w, "noSuchOption") {
 		t.Fatalf("warnings %q", w)
+	}
+}
+
+// The warnings are logged, at level Warn, through the pool's logger when the
+// pool is built: a misconfigured pool does not go unnoticed. The URI in the
+// record is redacted, and a secret given as an unknown option is not shown.
+func TestWarningsLogged(t *testing.T) {
+	s := server(t)
+	var buf bytes.Buffer
+	l := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := sdamNew(t, "mongodb://alice:hunter2@"+s.Addr()+"/?maxPoolSize=-1&pasword=hunter3", pool.WithLogger(l))
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != len(p.Warnings()) || n != 2 {
+		t.Fatalf("%d warnings logged for %d warnings (%q):\n%s", n, len(p.Warnings()), p.Warnings(), out)
+	}
+	for _, want := range []string{"maxPoolSize", "pasword"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no warning about %s in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "hunter") {
+		t.Errorf("a secret in the log:\n%s", out)
 	}
 }
 

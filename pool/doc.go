@@ -30,6 +30,21 @@
 // lock first, and the ConnectionCheckedOut events of waiting check-outs come
 // in the same order.
 //
+// # Failed establishments
+//
+// A connection that fails to establish makes the check-out it was established
+// for fail with a [*ConnectionError] (network errors up to the end of the
+// hello carry the backpressure labels). The pool then backs off: after n
+// failures in a row, no establishment starts, for minPoolSize or for a
+// check-out, for a delay drawn between half and all of min(10s, 100ms*2^n),
+// the exponential backoff of the client backpressure specification. A dead
+// or overloaded server thus costs a few attempts a second, not one per
+// check-out, and check-outs that need a new connection wait in the queue
+// meanwhile (a [*WaitQueueTimeoutError] then says how many establishments
+// failed and why). The first establishment that succeeds, and [Pool.Ready],
+// end the backoff. Marking the server Unknown, and so clearing the pool, is
+// the business of a topology layer (see [WithEstablishErrorHandler]).
+//
 // # Monitoring
 //
 // [WithEventHandler] subscribes to the eleven events of the specification and
@@ -37,6 +52,21 @@
 // neither, monitoring costs the check-out path nothing: no event is built, no
 // clock is read. [Pool.Stats] returns a consistent snapshot of the counts and
 // running totals, cheap enough for every metrics scrape.
+//
+// # Calling the pool back
+//
+// Event handlers, the establish-error handler and the Connector may call any
+// method of the pool, Close included: no lock of the pool is held while they
+// run, and no goroutine the pool waits for waits for them. Events keep the
+// order of the changes they report: while the events of a state change
+// (Ready, Clear, Close) are being delivered, every other event, and the
+// events of a state change a handler makes, wait behind them and are
+// delivered by the same goroutine once its handlers return. So a call a
+// handler makes does not wait for its own events, and a Close made by a
+// handler running on one of the pool's goroutines returns without waiting for
+// that goroutine, which ends once the handler returns. A handler must not
+// hold a lock of its own while it calls the pool, as the pool may call it
+// again from within the call.
 //
 // # Fork safety
 //

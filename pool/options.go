@@ -115,10 +115,13 @@ func WithLoadBalanced(on bool) Option {
 
 // WithEventHandler subscribes fn to the pool's events. Handlers are called in
 // the order they were given, synchronously, on the goroutine where the event
-// happens and never with the pool's lock held: they may call the pool, but a
+// happens and never with the pool's lock held: they may call the pool, Close
+// included (see "Calling the pool back" in the package documentation), but a
 // slow handler slows the pool down. The ConnectionCheckedOut event of a
 // check-out that waited happens where the connection is handed over (a
-// check-in, an establishment), before the check-out returns.
+// check-in, an establishment), before the check-out returns. While the events
+// of a state change are being delivered by one goroutine, the events of the
+// others are delivered after them, by that goroutine.
 func WithEventHandler(fn func(Event)) Option {
 	return func(c *config) {
 		if fn != nil {
