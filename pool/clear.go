@@ -64,7 +64,7 @@ func (p *Pool) Clear(o ClearOptions) error {
 	p.dispatchLocked(&ob) // an interrupt may have made room (load-balanced mode)
 	p.counts.clears.Add(1)
 	if announce {
-		ob.setPoolEvent(p, PoolCleared, o.ServiceID, o.InterruptInUse, true)
+		ob.setPoolEvent(PoolCleared, o.ServiceID, o.InterruptInUse, true)
 	}
 	p.finishLocked(&ob, true)
 	p.runMaintenanceSoon() // to close the stale idle connections now

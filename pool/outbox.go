@@ -20,11 +20,18 @@ type outbox struct {
 	wake     []*waiter // the others, in order
 	teardown []Link
 
-	// The pool event of a state change, emitted before the ConnectionClosed
-	// events (PoolCleared) or after them (PoolClosed).
-	poolEvent Event
-	poolFirst bool
+	pool      poolEvent     // of a state change; type 0 for none
 	delivered chan struct{} // closed once the outbox is carried out (Close's)
+}
+
+// poolEvent is the pool event of a state change, emitted before the
+// ConnectionClosed events (PoolCleared) or after them (PoolClosed). Only
+// its fields are kept: the outbox is on the stack of every slow path.
+type poolEvent struct {
+	t         EventType
+	svc       ServiceID
+	interrupt bool
+	first     bool
 }
 
 type establishment struct {
@@ -44,9 +51,14 @@ func (ob *outbox) addWake(w *waiter) {
 
 // setPoolEvent makes ob emit the pool event of type t, before its
 // ConnectionClosed events if first is true, after them otherwise.
-func (ob *outbox) setPoolEvent(p *Pool, t EventType, svc ServiceID, interrupt, first bool) {
-	ob.poolEvent = Event{Type: t, Address: p.address, ServiceID: svc, Interrupt: interrupt}
-	ob.poolFirst = first
+func (ob *outbox) setPoolEvent(t EventType, svc ServiceID, interrupt, first bool) {
+	ob.pool = poolEvent{t, svc, interrupt, first}
+}
+
+// publishPool emits the pool event of a state change.
+func (p *Pool) publishPool(pe poolEvent) {
+	e := Event{Type: pe.t, Address: p.address, ServiceID: pe.svc, Interrupt: pe.interrupt}
+	p.publish(&e)
 }
 
 // signal emits the ConnectionCheckedOut event of w's connection, if it was
@@ -67,14 +79,14 @@ func (ob *outbox) finish(p *Pool) {
 		for i := range ob.events {
 			p.publish(&ob.events[i])
 		}
-		if ob.poolEvent.Type != 0 && ob.poolFirst {
-			p.publish(&ob.poolEvent)
+		if ob.pool.t != 0 && ob.pool.first {
+			p.publishPool(ob.pool)
 		}
 		for _, c := range ob.closed {
 			p.deliver(ConnectionClosed, c, zeroTime, c.closeReason, c.closeErr)
 		}
-		if ob.poolEvent.Type != 0 && !ob.poolFirst {
-			p.publish(&ob.poolEvent)
+		if ob.pool.t != 0 && !ob.pool.first {
+			p.publishPool(ob.pool)
 		}
 		for _, e := range ob.created {
 			p.deliver(ConnectionCreated, e.c, zeroTime, "", nil)
@@ -156,7 +168,7 @@ func (p *Pool) drain() {
 // empty reports whether there is nothing to carry out.
 func (ob *outbox) empty() bool {
 	return len(ob.events) == 0 && len(ob.closed) == 0 && len(ob.created) == 0 && ob.wake1 == nil &&
-		len(ob.teardown) == 0 && ob.poolEvent.Type == 0 && ob.delivered == nil
+		len(ob.teardown) == 0 && ob.pool.t == 0 && ob.delivered == nil
 }
 
 // startGoroutines starts the establishments and the teardowns of ob, each on

@@ -146,7 +146,7 @@ func (p *Pool) Ready() error {
 	// The server was found fit again: the establishments start afresh.
 	p.endBackoffLocked()
 	var ob outbox
-	ob.setPoolEvent(p, PoolReady, ServiceID{}, false, true)
+	ob.setPoolEvent(PoolReady, ServiceID{}, false, true)
 	p.finishLocked(&ob, true)
 	p.runMaintenanceSoon()
 	return nil
@@ -186,7 +186,7 @@ func (p *Pool) Close() error {
 		closed := &PoolClosedError{Address: p.address}
 		p.evictLocked(0, closed, &ob)
 		p.stopRetryLocked()
-		ob.setPoolEvent(p, PoolClosed, ServiceID{}, false, false)
+		ob.setPoolEvent(PoolClosed, ServiceID{}, false, false)
 		ob.delivered = p.closed
 		close(p.stop)
 		p.cancelAll()
