@@ -23,6 +23,8 @@ var (
 	shutdownCodes           = []int32{11600, 91}
 )
 
+var writeConcernErrorKey = []byte("writeConcernError\x00")
+
 // stateChange is a server's "not writable primary" or "node is recovering"
 // error, from a command's reply or its write concern error.
 type stateChange struct {
@@ -35,15 +37,16 @@ type stateChange struct {
 // writeConcernError of reply (a successful command's reply) reports, if any.
 // The code decides when there is one; the message only when there is none.
 func stateChangeOf(err error, reply bson.Raw) (stateChange, bool) {
-	var ce *wire.CommandError
-	if errors.As(err, &ce) {
+	if ce := commandError(err); ce != nil {
 		if sc, ok := classifyStateChange(ce.Code, ce.Message); ok {
 			sc.version = topologyVersionOf(ce.Raw)
 			return sc, true
 		}
 		reply = ce.Raw
 	}
-	if reply == nil {
+	// Most replies have no writeConcernError: looking for its name first
+	// keeps their path free of the lookup's allocation.
+	if !bytes.Contains(reply, writeConcernErrorKey) {
 		return stateChange{}, false
 	}
 	wce, ok := reply.Lookup("writeConcernError").DocumentOK()
@@ -57,6 +60,20 @@ func stateChangeOf(err error, reply bson.Raw) (stateChange, bool) {
 		sc.version = topologyVersionOf(reply)
 	}
 	return sc, ok
+}
+
+// commandError returns the server's error that err is or wraps, if any. It
+// is a function of its own so that a successful reply (err nil) does not pay
+// for the target errors.As needs on the heap.
+func commandError(err error) *wire.CommandError {
+	if err == nil {
+		return nil
+	}
+	var ce *wire.CommandError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return nil
 }
 
 func classifyStateChange(code int32, msg string) (stateChange, bool) {

@@ -300,7 +300,7 @@ func (p *Pool) canEstablishLocked() bool {
 	if p.pending >= p.cfg.maxConnecting || p.cfg.maxPoolSize > 0 && len(p.conns) >= p.cfg.maxPoolSize {
 		return false
 	}
-	if p.backoff.failures > 0 && p.backingOffLocked() {
+	if p.backingOffLocked() {
 		p.armRetryLocked()
 		return false
 	}
