@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,11 +17,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongopool/mongopool/internal/redact"
 	"github.com/mongopool/mongopool/wire"
 )
 
 // redactedText stands for a secret in everything the package shows.
-const redactedText = "xxxxx"
+const redactedText = redact.Text
 
 // publicProps are the mechanism properties whose values are not secrets.
 // Any other property (AWS_SESSION_TOKEN, or a misspelled name) is shown
@@ -227,8 +227,7 @@ func (s *scrubber) scrub(text string) (string, bool) {
 	if s == nil {
 		return text, false
 	}
-	type span struct{ start, end int }
-	var spans []span
+	var spans []redact.Span
 	find := func(f string, whole bool) {
 		for from := 0; from < len(text); {
 			i := strings.Index(text[from:], f)
@@ -248,7 +247,7 @@ func (s *scrubber) scrub(text string) (string, bool) {
 				// with many matches is walked once.
 				from = end
 			}
-			spans = append(spans, span{start, end})
+			spans = append(spans, redact.Span{Start: start, End: end})
 		}
 	}
 	for _, f := range s.exact {
@@ -260,23 +259,7 @@ func (s *scrubber) scrub(text string) (string, bool) {
 	if len(spans) == 0 {
 		return text, false
 	}
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
-	var b strings.Builder
-	pos := 0
-	for _, sp := range spans {
-		if sp.end <= pos {
-			continue
-		}
-		if sp.start > pos {
-			b.WriteString(text[pos:sp.start])
-		}
-		if sp.start >= pos {
-			b.WriteString(redactedText)
-		}
-		pos = sp.end
-	}
-	b.WriteString(text[pos:])
-	return b.String(), true
+	return redact.Spans(text, spans), true
 }
 
 // error returns err, or, when anything it shows (its text, or the server's

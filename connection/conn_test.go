@@ -2,6 +2,7 @@ package connection_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
 	"sync"
@@ -14,20 +15,33 @@ import (
 	"github.com/mongopool/mongopool/wire"
 )
 
-// rawServer answers the hello, then treats every later command as reply
-// says: it returns the reply's body and responseTo, or nil to never answer.
-type rawServer struct {
-	l     net.Listener
-	wg    sync.WaitGroup
-	reply func(requestID int32) (bson.Raw, int32)
+// received is what a scriptServer saw of one message.
+type received struct {
+	op   wire.OpCode // as sent: OP_COMPRESSED for a compressed message
+	name string      // the command
+	size int         // the message's size as sent
 }
 
-func startRaw(t *testing.T, reply func(requestID int32) (bson.Raw, int32)) *rawServer {
+// scriptServer is a raw wire-protocol server whose answers the test writes
+// byte for byte: answer gets the index of the message on its connection
+// (0 for the hello), its requestID and its command, and returns the bytes to
+// send back (nil: nothing). It records every message it receives.
+type scriptServer struct {
+	l      net.Listener
+	wg     sync.WaitGroup
+	answer func(n int, requestID int32, cmd bson.Raw) []byte
+
+	mu   sync.Mutex
+	seen []received
+}
+
+func startScript(t *testing.T, answer func(n int, requestID int32, cmd bson.Raw) []byte) *scriptServer {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &rawServer{l: l, reply: reply}
+	s := &scriptServer{l: l, answer: answer}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -44,28 +58,72 @@ func startRaw(t *testing.T, reply func(requestID int32) (bson.Raw, int32)) *rawS
 	return s
 }
 
-func (s *rawServer) serve(c net.Conn) {
-	hello := true
-	for {
+func (s *scriptServer) serve(c net.Conn) {
+	for n := 0; ; n++ {
 		msg, err := wire.ReadMessage(c, 0)
 		if err != nil {
 			return
 		}
-		h, _, err := wire.DecodeReply(msg, 0)
+		h, m, err := wire.DecodeReply(msg, 0)
 		if err != nil {
 			return
 		}
-		body, responseTo := mustRaw(bson.D{{Key: "ok", Value: 1}, {Key: "isWritablePrimary", Value: true}, {Key: "maxWireVersion", Value: 21}}), h.RequestID
-		if !hello {
-			if body, responseTo = s.reply(h.RequestID); body == nil {
-				continue // never answer
+		name := ""
+		if e, err := m.Body.IndexErr(0); err == nil {
+			name = e.Key()
+		}
+		s.mu.Lock()
+		s.seen = append(s.seen, received{op: wire.OpCode(binary.LittleEndian.Uint32(msg[12:])), name: name, size: len(msg)})
+		s.mu.Unlock()
+		if out := s.answer(n, h.RequestID, m.Body); out != nil {
+			if _, err := c.Write(out); err != nil {
+				return
 			}
 		}
-		hello = false
-		out, _ := wire.AppendMsg(nil, wire.NextRequestID(), responseTo, &wire.Msg{Body: body})
-		if wire.WriteMessage(c, out) != nil {
-			return
+	}
+}
+
+// commands returns the names of the commands received, in order.
+func (s *scriptServer) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for _, r := range s.seen {
+		names = append(names, r.name)
+	}
+	return names
+}
+
+func (s *scriptServer) last() received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[len(s.seen)-1]
+}
+
+// opMsg encodes body as an OP_MSG answering responseTo.
+func opMsg(t testing.TB, responseTo int32, body bson.Raw) []byte {
+	out, err := wire.AppendMsg(nil, wire.NextRequestID(), responseTo, &wire.Msg{Body: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// helloReply is a hello reply with extra fields.
+func helloReply(extra ...bson.E) bson.Raw {
+	d := bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "maxWireVersion", Value: int32(21)}}
+	return mustRaw(append(append(d, extra...), bson.E{Key: "ok", Value: 1.0}))
+}
+
+// afterHello is an answer for startScript: the hello gets helloReply(),
+// every later command the bytes then returns for its requestID (nil: no
+// answer).
+func afterHello(t testing.TB, then func(requestID int32) []byte) func(n int, requestID int32, cmd bson.Raw) []byte {
+	return func(n int, id int32, _ bson.Raw) []byte {
+		if n == 0 {
+			return opMsg(t, id, helloReply())
 		}
+		return then(id)
 	}
 }
 
@@ -91,9 +149,9 @@ func dial(t *testing.T, addr string, socketTimeout time.Duration) *connection.Co
 }
 
 func TestServerErrorLeavesConnectionUsable(t *testing.T) {
-	s := startRaw(t, func(id int32) (bson.Raw, int32) {
-		return mustRaw(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: 8000}, {Key: "codeName", Value: "AtlasError"}, {Key: "errmsg", Value: "nope"}}), id
-	})
+	s := startScript(t, afterHello(t, func(id int32) []byte {
+		return opMsg(t, id, mustRaw(bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: 8000}, {Key: "codeName", Value: "AtlasError"}, {Key: "errmsg", Value: "nope"}}))
+	}))
 	c := dial(t, s.l.Addr().String(), 0)
 	_, err := c.RoundTrip(context.Background(), ping)
 	var ce *wire.CommandError
@@ -103,7 +161,7 @@ func TestServerErrorLeavesConnectionUsable(t *testing.T) {
 }
 
 func TestWrongResponseToBreaksConnection(t *testing.T) {
-	s := startRaw(t, func(id int32) (bson.Raw, int32) { return mustRaw(bson.D{{Key: "ok", Value: 1}}), id + 1 })
+	s := startScript(t, afterHello(t, func(id int32) []byte { return opMsg(t, id+1, mustRaw(bson.D{{Key: "ok", Value: 1}})) }))
 	c := dial(t, s.l.Addr().String(), 0)
 	_, err := c.RoundTrip(context.Background(), ping)
 	if !errors.Is(err, wire.ErrProtocol) || c.Err() == nil {
@@ -117,7 +175,7 @@ func TestWrongResponseToBreaksConnection(t *testing.T) {
 // A server that never answers: the context, socketTimeoutMS and Close each end
 // the wait, and the connection is broken after.
 func TestHangingServer(t *testing.T) {
-	s := startRaw(t, func(int32) (bson.Raw, int32) { return nil, 0 })
+	s := startScript(t, afterHello(t, func(int32) []byte { return nil }))
 	addr := s.l.Addr().String()
 
 	c := dial(t, addr, 0)
@@ -136,7 +194,7 @@ func TestHangingServer(t *testing.T) {
 	// Close once the server holds the command: the client is reading the
 	// reply, or about to.
 	held := make(chan struct{}, 1)
-	s = startRaw(t, func(int32) (bson.Raw, int32) { held <- struct{}{}; return nil, 0 })
+	s = startScript(t, afterHello(t, func(int32) []byte { held <- struct{}{}; return nil }))
 	c = dial(t, s.l.Addr().String(), 0)
 	done := make(chan error, 1)
 	go func() { _, err := c.RoundTrip(context.Background(), ping); done <- err }()

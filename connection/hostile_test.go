@@ -6,117 +6,20 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/wire"
 )
-
-// received is what a scriptServer saw of one message.
-type received struct {
-	op   wire.OpCode // as sent: OP_COMPRESSED for a compressed message
-	name string      // the command
-	size int         // the message's size as sent
-}
-
-// scriptServer is a raw wire-protocol server whose answers the test writes
-// byte for byte: answer gets the index of the message on its connection
-// (0 for the hello), its requestID and its command, and returns the bytes to
-// send back (nil: nothing). It records every message it receives.
-type scriptServer struct {
-	l      net.Listener
-	wg     sync.WaitGroup
-	answer func(n int, requestID int32, cmd bson.Raw) []byte
-
-	mu   sync.Mutex
-	seen []received
-}
-
-func startScript(t *testing.T, answer func(n int, requestID int32, cmd bson.Raw) []byte) *scriptServer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &scriptServer{l: l, answer: answer}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s.wg.Add(1)
-			go func() { defer s.wg.Done(); defer c.Close(); s.serve(c) }()
-		}
-	}()
-	t.Cleanup(func() { l.Close(); s.wg.Wait() })
-	return s
-}
-
-func (s *scriptServer) serve(c net.Conn) {
-	for n := 0; ; n++ {
-		msg, err := wire.ReadMessage(c, 0)
-		if err != nil {
-			return
-		}
-		h, m, err := wire.DecodeReply(msg, 0)
-		if err != nil {
-			return
-		}
-		name := ""
-		if e, err := m.Body.IndexErr(0); err == nil {
-			name = e.Key()
-		}
-		s.mu.Lock()
-		s.seen = append(s.seen, received{op: wire.OpCode(binary.LittleEndian.Uint32(msg[12:])), name: name, size: len(msg)})
-		s.mu.Unlock()
-		if out := s.answer(n, h.RequestID, m.Body); out != nil {
-			if _, err := c.Write(out); err != nil {
-				return
-			}
-		}
-	}
-}
-
-// commands returns the names of the commands received, in order.
-func (s *scriptServer) commands() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var names []string
-	for _, r := range s.seen {
-		names = append(names, r.name)
-	}
-	return names
-}
-
-func (s *scriptServer) last() received {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[len(s.seen)-1]
-}
-
-// opMsg encodes body as an OP_MSG answering responseTo.
-func opMsg(t testing.TB, responseTo int32, body bson.Raw) []byte {
-	out, err := wire.AppendMsg(nil, wire.NextRequestID(), responseTo, &wire.Msg{Body: body})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // compressed encodes body as an OP_MSG answering responseTo, compressed
 // with c.
@@ -152,23 +55,7 @@ func zstdRLE(blocks int) []byte {
 	return b
 }
 
-// helloReply is a hello reply with extra fields.
-func helloReply(extra ...bson.E) bson.Raw {
-	d := bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "maxWireVersion", Value: int32(21)}}
-	return mustRaw(append(append(d, extra...), bson.E{Key: "ok", Value: 1.0}))
-}
-
 var okBody = mustRaw(bson.D{{Key: "ok", Value: 1.0}})
-
-// allocated returns the bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 func dialWith(t *testing.T, cfg *connection.Config) (*connection.Conn, error) {
 	t.Helper()
@@ -216,7 +103,7 @@ func TestDecompressionBombRefused(t *testing.T) {
 				conns = append(conns, c)
 			}
 			errs := make(chan error, len(conns))
-			got := allocated(func() {
+			got := testkit.Allocated(func() {
 				var wg sync.WaitGroup
 				for _, c := range conns {
 					wg.Go(func() {
@@ -267,7 +154,7 @@ func TestDecompressionStopsAtDeadline(t *testing.T) {
 	// command, one before inflating, one after the first of 40 steps (the
 	// margin of steps leaves room for a look or two more).
 	done := make(chan error, 1)
-	go func() { _, err := c.RoundTrip(expiresAfter(3), ping); done <- err }()
+	go func() { _, err := c.RoundTrip(testkit.ExpiresAfter(3), ping); done <- err }()
 	select {
 	case err = <-done:
 	case <-time.After(10 * time.Second):
@@ -284,49 +171,11 @@ func TestDecompressionStopsAtDeadline(t *testing.T) {
 	}
 }
 
-// expiringCtx is a context whose deadline passes at a point the test
-// chooses: Err reports nil for the first calls, then
-// context.DeadlineExceeded.
-type expiringCtx struct {
-	context.Context
-	left atomic.Int64
-}
-
-func expiresAfter(calls int64) *expiringCtx {
-	c := &expiringCtx{Context: context.Background()}
-	c.left.Store(calls)
-	return c
-}
-
-func (c *expiringCtx) Err() error {
-	if c.left.Add(-1) < 0 {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
-
-// hugeArrayHello is a hello reply with an array of n short strings under
-// key, built without bson.Marshal's overhead.
-func hugeArrayHello(key string, n int, entry string) bson.Raw {
-	idx, arr := bsoncore.AppendArrayStart(nil)
-	for i := range n {
-		arr = bsoncore.AppendStringElement(arr, strconv.Itoa(i), entry)
-	}
-	arr, _ = bsoncore.AppendArrayEnd(arr, idx)
-	di, doc := bsoncore.AppendDocumentStart(nil)
-	doc = bsoncore.AppendBooleanElement(doc, "isWritablePrimary", true)
-	doc = bsoncore.AppendInt32Element(doc, "maxWireVersion", 21)
-	doc = bsoncore.AppendArrayElement(doc, key, arr)
-	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
-	doc, _ = bsoncore.AppendDocumentEnd(doc, di)
-	return bson.Raw(doc)
-}
-
 // TestHugeHelloReply: a 41 MB hello reply (3 million hosts) is refused
 // from its header, before limits are negotiated; a 14 MB one (a million
 // saslSupportedMechs) is read, and Parse keeps a bounded part of it.
 func TestHugeHelloReply(t *testing.T) {
-	huge := hugeArrayHello("hosts", 3_000_000, "")
+	huge := testkit.HugeArrayHello("hosts", 3_000_000, func(int) string { return "" })
 	if len(huge) < 40_000_000 {
 		t.Fatalf("test hello of %d bytes", len(huge))
 	}
@@ -340,7 +189,7 @@ func TestHugeHelloReply(t *testing.T) {
 	}
 	s := startScript(t, answer(opMsg(t, 0, huge)))
 	var err error
-	got := allocated(func() { _, err = dialWith(t, &connection.Config{Address: s.l.Addr().String()}) })
+	got := testkit.Allocated(func() { _, err = dialWith(t, &connection.Config{Address: s.l.Addr().String()}) })
 	if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "exceeds the maximum message size 16793625") {
 		t.Errorf("err = %v, want the hello refused for its size", err)
 	}
@@ -349,13 +198,13 @@ func TestHugeHelloReply(t *testing.T) {
 		t.Errorf("a %d-byte hello allocated %d bytes", len(huge), got)
 	}
 
-	big := hugeArrayHello("saslSupportedMechs", 1_000_000, "M")
+	big := testkit.HugeArrayHello("saslSupportedMechs", 1_000_000, func(int) string { return "M" })
 	if len(big) > handshake.MaxReplySize {
 		t.Fatalf("test hello of %d bytes is above the bound", len(big))
 	}
 	s = startScript(t, answer(opMsg(t, 0, big)))
 	var c *connection.Conn
-	got = allocated(func() { c, err = dialWith(t, &connection.Config{Address: s.l.Addr().String()}) })
+	got = testkit.Allocated(func() { c, err = dialWith(t, &connection.Config{Address: s.l.Addr().String()}) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"sort"
 	"time"
+
+	"github.com/mongopool/mongopool/internal/redact"
 )
 
 // Schemes of a connection string.
@@ -147,7 +149,7 @@ type ConnString struct {
 	Warnings []string
 
 	raw         string          // the connection string as given: holds secrets
-	redact      []span          // the parts of raw that Redacted replaces
+	redact      []redact.Span   // the parts of raw that Redacted replaces
 	set         map[string]bool // lower-cased canonical names of the options set
 	srvHost     bool            // scheme is mongodb+srv
 	hasUserInfo bool            // the connection string has "...@" before its hosts
@@ -156,9 +158,6 @@ type ConnString struct {
 	// unescaped "/" or "?" may have landed in the hosts, database or options.
 	suspect bool
 }
-
-// span is a range [start, end) of the raw connection string.
-type span struct{ start, end int }
 
 // Tag is one name:value pair of a read preference tag set.
 type Tag struct {

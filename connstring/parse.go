@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/mongopool/mongopool/internal/redact"
 )
 
 // Error is the error of a connection string that cannot be used. Its message
@@ -371,7 +373,7 @@ func (p *parser) parse(uri string) error {
 		// has a colon, what follows it up to that "@" may be a password
 		// with an unescaped "/" or "?". Redacted hides it.
 		if colon := strings.IndexByte(hostInfo, ':'); colon >= 0 {
-			c.redact = append(c.redact, span{off + colon + 1, off + lastAt})
+			c.redact = append(c.redact, redact.Span{Start: off + colon + 1, End: off + lastAt})
 			c.suspect = true
 			p.suspectEnd = off + lastAt
 		}
@@ -456,7 +458,7 @@ func (p *parser) parseUserInfo(ui string, off int) error {
 		c.Password, _ = pctDecode(pass)
 		c.PasswordSet = true
 		start := off + len(user) + 1
-		c.redact = append(c.redact, span{start, start + len(pass)})
+		c.redact = append(c.redact, redact.Span{Start: start, End: start + len(pass)})
 	}
 	return nil
 }
@@ -716,7 +718,7 @@ func (p *parser) redactValue(start, n int) {
 		end = min(end, p.suspectEnd)
 	}
 	if start < end {
-		p.cs.redact = append(p.cs.redact, span{start, end})
+		p.cs.redact = append(p.cs.redact, redact.Span{Start: start, End: end})
 	}
 }
 

@@ -6,13 +6,14 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mongopool/mongopool/internal/redact"
 )
 
 // redactedText replaces a secret.
-const redactedText = "xxxxx"
+const redactedText = redact.Text
 
 // secretFields are the fields of ConnString that are never shown.
 var secretFields = map[string]bool{
@@ -43,23 +44,7 @@ func (c ConnString) Redacted() string {
 	if len(c.redact) == 0 {
 		return c.raw
 	}
-	spans := append([]span(nil), c.redact...)
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start < spans[j].start })
-	var b strings.Builder
-	pos := 0
-	for _, s := range spans {
-		if s.end <= pos {
-			continue
-		}
-		if s.start >= pos {
-			// Not within the previous span: a new one.
-			b.WriteString(c.raw[pos:s.start])
-			b.WriteString(redactedText)
-		}
-		pos = s.end
-	}
-	b.WriteString(c.raw[pos:])
-	return b.String()
+	return redact.Spans(c.raw, c.redact)
 }
 
 // String returns Redacted().

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,35 +11,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/wire"
 )
-
-// allocated returns the bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
-// hugeArrayReply is a valid hello reply whose field key is an array of n
-// entries, each made by entry(i) and appended with bsoncore.
-func hugeArrayReply(key string, n int, entry func(dst []byte, i int) []byte) bson.Raw {
-	idx, arr := bsoncore.AppendArrayStart(nil)
-	for i := range n {
-		arr = entry(arr, i)
-	}
-	arr, _ = bsoncore.AppendArrayEnd(arr, idx)
-	di, doc := bsoncore.AppendDocumentStart(nil)
-	doc = bsoncore.AppendBooleanElement(doc, "isWritablePrimary", true)
-	doc = bsoncore.AppendInt32Element(doc, "maxWireVersion", 21)
-	doc = bsoncore.AppendArrayElement(doc, key, arr)
-	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
-	doc, _ = bsoncore.AppendDocumentEnd(doc, di)
-	return bson.Raw(doc)
-}
 
 // TestParseClampsLimits checks that limits above MongoDB's own are lowered
 // to them, and that smaller ones are kept.
@@ -76,14 +49,14 @@ func TestParseClampsLimits(t *testing.T) {
 // reply's size.
 func TestParseBoundsWhatItKeeps(t *testing.T) {
 	const n = 500_000
-	mechs := hugeArrayReply("saslSupportedMechs", n, func(dst []byte, i int) []byte {
-		return bsoncore.AppendStringElement(dst, strconv.Itoa(i), "SCRAM-SHA-"+strconv.Itoa(i%1000))
+	mechs := testkit.HugeArrayHello("saslSupportedMechs", n, func(i int) string {
+		return "SCRAM-SHA-" + strconv.Itoa(i%1000)
 	})
-	compression := hugeArrayReply("compression", n, func(dst []byte, i int) []byte {
+	compression := testkit.HugeArrayHello("compression", n, func(i int) string {
 		if i == n-1 {
-			return bsoncore.AppendStringElement(dst, strconv.Itoa(i), "zstd") // the last one is ours
+			return "zstd" // the last one is ours
 		}
-		return bsoncore.AppendStringElement(dst, strconv.Itoa(i), "lz"+strconv.Itoa(i%1000))
+		return "lz" + strconv.Itoa(i%1000)
 	})
 	di, fields := bsoncore.AppendDocumentStart(nil)
 	for i := range n {
@@ -115,7 +88,7 @@ func TestParseBoundsWhatItKeeps(t *testing.T) {
 	t.Run("saslSupportedMechs", func(t *testing.T) {
 		var d *Description
 		var err error
-		got := allocated(func() { d, err = Parse(mechs, Options{}) })
+		got := testkit.Allocated(func() { d, err = Parse(mechs, Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,7 +103,7 @@ func TestParseBoundsWhatItKeeps(t *testing.T) {
 	t.Run("compression", func(t *testing.T) {
 		var d *Description
 		var err error
-		got := allocated(func() { d, err = Parse(compression, Options{Compressors: []string{"zstd"}}) })
+		got := testkit.Allocated(func() { d, err = Parse(compression, Options{Compressors: []string{"zstd"}}) })
 		if err != nil || d.Compressor != "zstd" {
 			t.Fatalf("compressor %q, %v; want zstd, found at the end of the list", d.Compressor, err)
 		}
@@ -141,7 +114,7 @@ func TestParseBoundsWhatItKeeps(t *testing.T) {
 	})
 	t.Run("top-level fields", func(t *testing.T) {
 		var err error
-		got := allocated(func() { _, err = Parse(bson.Raw(fields), Options{}) })
+		got := testkit.Allocated(func() { _, err = Parse(bson.Raw(fields), Options{}) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +125,7 @@ func TestParseBoundsWhatItKeeps(t *testing.T) {
 	})
 	t.Run("errorLabels", func(t *testing.T) {
 		var err error
-		got := allocated(func() { _, err = Parse(labels, Options{}) })
+		got := testkit.Allocated(func() { _, err = Parse(labels, Options{}) })
 		var ce *wire.CommandError
 		if !errors.As(err, &ce) || !ce.HasErrorLabel("RetryableError") {
 			t.Fatalf("err %v, want a *wire.CommandError with the label", err)

@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -47,7 +48,7 @@ func TestDecodeMsgHostileSections(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var m *wire.Msg
 			var err error
-			got := allocated(func() { _, m, err = wire.DecodeMsg(msg) })
+			got := testkit.Allocated(func() { _, m, err = wire.DecodeMsg(msg) })
 			if err != nil {
 				t.Fatal(err)
 			}

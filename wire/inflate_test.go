@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,18 +14,9 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/wire"
 )
-
-// allocated returns the bytes the process allocated while f ran.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // zstdRLE builds a zstd frame by hand: no declared content size, the given
 // window descriptor (0x38: 128 KiB), and blocks RLE blocks of 128 KiB of
@@ -44,26 +33,7 @@ func zstdRLE(windowDescriptor byte, blocks int) []byte {
 	return b
 }
 
-// expiringCtx is a context whose deadline passes at a point the test
-// chooses: its Err reports nil for the first calls, then
-// context.DeadlineExceeded.
-type expiringCtx struct {
-	context.Context
-	left atomic.Int64
-}
-
-func expiresAfter(calls int64) *expiringCtx {
-	c := &expiringCtx{Context: context.Background()}
-	c.left.Store(calls)
-	return c
-}
-
-func (c *expiringCtx) Err() error {
-	if c.left.Add(-1) < 0 {
-		return context.DeadlineExceeded
-	}
-	return nil
-}
+// allocated is testkit.Allocated, under the name the package's tests use.
 
 var accept = []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd}
 
@@ -84,7 +54,7 @@ func TestDecompressContextStops(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var out []byte
 			var err error
-			got := allocated(func() { out, err = wire.DecompressContext(expiresAfter(1), msg, opts) })
+			got := testkit.Allocated(func() { out, err = wire.DecompressContext(testkit.ExpiresAfter(1), msg, opts) })
 			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, wire.ErrProtocol) || out != nil {
 				t.Fatalf("err = %v (%d bytes), want context.DeadlineExceeded and no protocol error", err, len(out))
 			}
@@ -98,7 +68,7 @@ func TestDecompressContextStops(t *testing.T) {
 			// A context ended before the call: nothing is inflated.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			got = allocated(func() { _, err = wire.DecompressContext(ctx, msg, opts) })
+			got = testkit.Allocated(func() { _, err = wire.DecompressContext(ctx, msg, opts) })
 			if !errors.Is(err, context.Canceled) || got > 64<<10 {
 				t.Errorf("canceled context: %v, %d bytes allocated", err, got)
 			}
@@ -145,7 +115,7 @@ func TestDecompressGrowsWithOutput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var err error
-			got := allocated(func() { _, err = wire.Decompress(msg, 48000000) })
+			got := testkit.Allocated(func() { _, err = wire.Decompress(msg, 48000000) })
 			wantProtoErr(t, err, "corrupt "+name)
 			if got > 8<<20 {
 				t.Errorf("allocated %d bytes for a payload that breaks after producing about 1 MiB", got)
@@ -162,7 +132,7 @@ func TestDecompressZstdWindowBound(t *testing.T) {
 	const size = 2 << 20
 	huge := compressedMsg(wire.OpMsg, size, 3, zstdRLE(18<<3, size/(128<<10))) // windowLog 28
 	var err error
-	got := allocated(func() { _, err = wire.Decompress(huge, 48000000) })
+	got := testkit.Allocated(func() { _, err = wire.Decompress(huge, 48000000) })
 	wantProtoErr(t, err, "corrupt zstd payload")
 	if got > 16<<20 {
 		t.Errorf("allocated %d bytes for a 2 MiB message declaring a 256 MiB window", got)
@@ -225,7 +195,7 @@ func TestDecodeReplyContextCompressors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var m *wire.Msg
 			var err error
-			got := allocated(func() {
+			got := testkit.Allocated(func() {
 				_, m, err = wire.DecodeReplyContext(context.Background(), tc.msg, wire.DecodeOptions{Compressors: tc.accept})
 			})
 			if tc.want == "" {
@@ -269,7 +239,7 @@ func TestDecompressStepwiseMatches(t *testing.T) {
 			// Only zlib and zstd work in steps; the others (and zstd for
 			// a message within one step) decode in one.
 			stepwise := (c.id == wire.CompressorZlib || c.id == wire.CompressorZstd) && step < len(orig)-16
-			if _, err := wire.DecompressStep(expiresAfter(1), msg, opts, step); stepwise != errors.Is(err, context.DeadlineExceeded) {
+			if _, err := wire.DecompressStep(testkit.ExpiresAfter(1), msg, opts, step); stepwise != errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("%s in steps of %d, deadline after the first: %v", c.name, step, err)
 			}
 		}
