@@ -46,6 +46,20 @@ func (l *attemptLog) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, e
 	return &fakeLink{id: a.ConnectionID()}, nil
 }
 
+// refusedPool returns a ready pool, without maintenance, whose attemptLog
+// refuses every connection; the pool is closed when the test ends.
+func refusedPool(t *testing.T) (*attemptLog, *pool.Pool) {
+	t.Helper()
+	l := &attemptLog{limit: 100, fail: errRefused}
+	p, err := pool.New("127.0.0.1:27017", l, pool.WithMaintenanceInterval(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mustReady(t, p)
+	return l, p
+}
+
 func (l *attemptLog) times() []time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -112,13 +126,7 @@ func TestPopulationBacksOffAfterFailures(t *testing.T) {
 // establishing.
 func TestCheckOutsWaitForTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &attemptLog{limit: 100, fail: errRefused}
-		p, err := pool.New("127.0.0.1:27017", l, pool.WithMaintenanceInterval(-1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		mustReady(t, p)
+		l, p := refusedPool(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		var wg sync.WaitGroup
@@ -162,13 +170,7 @@ func TestCheckOutsWaitForTheBackoff(t *testing.T) {
 // again, end the backoff: the next check-out dials at once.
 func TestReadyEndsTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := &attemptLog{limit: 100, fail: errRefused}
-		p, err := pool.New("127.0.0.1:27017", l, pool.WithMaintenanceInterval(-1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		mustReady(t, p)
+		l, p := refusedPool(t)
 		for range 5 { // the backoff is now at 800ms at least
 			if _, err := p.CheckOut(context.Background()); err == nil {
 				t.Fatal("a check-out succeeded against a refusing server")
