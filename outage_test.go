@@ -57,6 +57,7 @@ func TestDeadServerIdleCostsFewDials(t *testing.T) {
 			// Before the clear: the population's first attempts, backing
 			// off. After it: the monitor's checks, two per heartbeat at
 			// most (a check and its immediate retry).
+			t.Logf("%d connections in 2.5s, %d by the pool", accepted.Load(), st.Created)
 			if n := accepted.Load(); n > 20 {
 				t.Fatalf("%d connections to a dead server in 2.5s (%d by the pool); want a few", n, st.Created)
 			}
@@ -88,6 +89,7 @@ func TestBrokenRepliesUnderLoadAreBounded(t *testing.T) {
 	}
 	wg.Wait()
 	st := p.Stats()
+	t.Logf("%d connections, %d operations, %d clears in 2s", st.Created, ops.Load(), st.Clears)
 	if st.Clears == 0 {
 		t.Fatalf("stats %+v: broken replies never cleared the pool", st)
 	}
@@ -142,7 +144,9 @@ func TestLoadBalancedHelloErrorsBackOff(t *testing.T) {
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "lb-shutdown", ErrorCode: 91})
 	p := sdamNew(t, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2")
 	time.Sleep(time.Second) // the window
-	if st := p.Stats(); st.Created > 10 || st.EstablishFailed == 0 {
+	st := p.Stats()
+	t.Logf("%d attempts in 1s", st.Created)
+	if st.Created > 10 || st.EstablishFailed == 0 {
 		t.Fatalf("stats %+v; want a few failed attempts in a second", st)
 	}
 }
