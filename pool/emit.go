@@ -52,7 +52,7 @@ func (p *Pool) event(t EventType, c *Conn, since time.Time, reason string, err e
 		e.ConnectionID = c.id
 	}
 	if !since.IsZero() {
-		e.Duration = time.Since(since)
+		e.Duration = max(time.Since(since), time.Nanosecond)
 	}
 	return e
 }

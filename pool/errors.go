@@ -69,6 +69,10 @@ func (e *PoolClosedError) Error() string {
 	return msgPoolClosed + " (address " + e.Address + ")"
 }
 
+// Message returns the specification's message for the error, without the
+// details Error adds.
+func (e *PoolClosedError) Message() string { return msgPoolClosed }
+
 // Is makes errors.Is(err, ErrPoolClosed) true.
 func (e *PoolClosedError) Is(target error) bool { return target == ErrPoolClosed }
 
@@ -137,6 +141,10 @@ type WaitQueueTimeoutError struct {
 	LastEstablishError error
 	cause              error
 }
+
+// Message returns the specification's message for the error, without the
+// details Error adds.
+func (e *WaitQueueTimeoutError) Message() string { return msgWaitQueueTimeout }
 
 func (e *WaitQueueTimeoutError) Error() string {
 	max := "unlimited"

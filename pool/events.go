@@ -67,6 +67,8 @@ type Event struct {
 	ConnectionID int64
 	// Duration of the establishment (ConnectionReady) or of the check-out
 	// (ConnectionCheckedOut, ConnectionCheckOutFailed), on the monotonic clock.
+	// It is never 0 in those events (at least a nanosecond, even on a clock
+	// that did not move), so that 0 means "not measured".
 	Duration time.Duration
 	Reason   string
 	Err      error

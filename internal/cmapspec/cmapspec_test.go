@@ -2,8 +2,10 @@ package cmapspec
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mongopool/mongopool/pool"
 )
@@ -56,12 +58,55 @@ func TestMatchError(t *testing.T) {
 		{`{"address": 42}`, true},
 		{`{"type": "PoolClosedError"}`, false},
 		{`{"type": "NoSuchError"}`, false},
-		{`{"message": ` + mustJSON(t, msg[:10]) + `}`, true},
+		// MATCH compares strings for equality: the specification's message
+		// (Message), not a prefix of it, nor Error's longer text.
+		{`{"message": "Timed out while checking out a connection from connection pool"}`, true},
+		{`{"message": ` + mustJSON(t, msg[:10]) + `}`, false},
+		{`{"message": ` + mustJSON(t, msg) + `}`, false},
 		{`{"message": "something else"}`, false},
 	} {
 		d := MatchError(decode(t, tc.expected).(map[string]any), err)
 		if (d == "") != tc.ok {
 			t.Errorf("MatchError(%s, %v) = %q, want a match: %v", tc.expected, err, d, tc.ok)
+		}
+	}
+	// An error without a Message method is matched on its whole text.
+	plain := &pool.ConnectionError{Address: "h:1", Err: errors.New("refused")}
+	if d := MatchError(map[string]any{"message": plain.Error()}, plain); d != "" {
+		t.Errorf("the whole message does not match: %s", d)
+	}
+	if d := MatchError(map[string]any{"message": plain.Error()[:12]}, plain); d == "" {
+		t.Error("a prefix of the message matches")
+	}
+}
+
+// The document of an event has only the fields the pool set: a duration,
+// connection id, address or reason left at zero is absent, so that the
+// placeholder 42 ("exists") does not pass for a value the pool never gave.
+func TestEventDocLeavesOutUnsetFields(t *testing.T) {
+	for _, tc := range []struct {
+		event  pool.Event
+		expect string
+		ok     bool
+	}{
+		{pool.Event{Type: pool.ConnectionReady, Address: "h:1", ConnectionID: 3, Duration: time.Millisecond},
+			`{"type": "ConnectionReady", "address": 42, "connectionId": 42, "duration": 42}`, true},
+		{pool.Event{Type: pool.ConnectionReady, Address: "h:1", ConnectionID: 3},
+			`{"type": "ConnectionReady", "duration": 42}`, false},
+		{pool.Event{Type: pool.ConnectionCheckOutFailed, Address: "h:1", Reason: pool.ReasonTimeout},
+			`{"type": "ConnectionCheckOutFailed", "duration": 42}`, false},
+		{pool.Event{Type: pool.ConnectionCheckedOut, Address: "h:1", Duration: 1},
+			`{"type": "ConnectionCheckedOut", "connectionId": 42}`, false},
+		{pool.Event{Type: pool.PoolReady},
+			`{"type": "ConnectionPoolReady", "address": 42}`, false},
+		{pool.Event{Type: pool.ConnectionClosed, Address: "h:1", ConnectionID: 1},
+			`{"type": "ConnectionClosed", "reason": 42}`, false},
+		{pool.Event{Type: pool.PoolCleared, Address: "h:1"},
+			`{"type": "ConnectionPoolCleared", "interruptInUseConnections": false}`, true},
+	} {
+		d := Match("event", decode(t, tc.expect), EventDoc(tc.event), true)
+		if (d == "") != tc.ok {
+			t.Errorf("%+v against %s: %q, want a match: %v", tc.event, tc.expect, d, tc.ok)
 		}
 	}
 }
@@ -137,5 +182,26 @@ func TestParseRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s -> %s: error %v, want one containing %q", tc.old, tc.new, err, tc.err)
 		}
+	}
+}
+
+// The error of a thread no waitForThread propagated fails the test, unless
+// it is a failed check-out (the file asserts its ConnectionCheckOutFailed
+// event) or the runner's own (reported already).
+func TestUnwaitedThreadErrors(t *testing.T) {
+	failed := func(op string, err error, waited bool) *thread {
+		return &thread{err: err, errOp: operation{name: op}, waited: waited}
+	}
+	threads := map[string]*thread{
+		"checkIn refused":   failed("checkIn", pool.ErrNotCheckedOut, false),
+		"check-out evicted": failed("checkOut", &pool.PoolClearedError{}, false),
+		"waited for":        failed("checkIn", pool.ErrNotCheckedOut, true),
+		"runner's fault":    failed("checkIn", runnerErrorf("no connection labelled"), false),
+		"stopped":           failed("wait", errStopped, false),
+		"no error":          failed("", nil, false),
+	}
+	got := unwaitedThreadErrors(threads)
+	if len(got) != 1 || !strings.Contains(got[0], `"checkIn refused"`) {
+		t.Fatalf("failures %q, want the refused check-in's only", got)
 	}
 }

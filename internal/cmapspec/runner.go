@@ -130,9 +130,20 @@ func (r *recorder) waitFor(name string, count int, timeout time.Duration, stop <
 type thread struct {
 	ops  chan operation // buffered for all the operations of the file
 	done chan struct{}  // closed when the goroutine ends
-	err  error          // its first error; read after done
 
-	ended bool // ops is closed: the thread takes no more operations
+	mu    sync.Mutex // protects following fields
+	err   error      // its first error
+	errOp operation  // the operation that failed
+
+	ended  bool // ops is closed: the thread takes no more operations
+	waited bool // a waitForThread propagated its error
+}
+
+// failure returns the thread's first error and the operation that failed.
+func (th *thread) failure() (error, operation) {
+	th.mu.Lock()
+	defer th.mu.Unlock()
+	return th.err, th.errOp
 }
 
 // end closes the thread's operations; it ends once it has run them.
@@ -253,6 +264,7 @@ func (x *run) finish() {
 	}
 	x.finished = true
 	x.events = x.rec.snapshot()
+	x.checkUnwaitedThreads()
 	if x.pool != nil {
 		if err := x.pool.Close(); err != nil {
 			x.t.Errorf("Close: %v", err)
@@ -267,6 +279,41 @@ func (x *run) finish() {
 			x.t.Errorf("thread %q did not end within %v after the pool was closed", name, x.threadTimeout)
 		}
 	}
+}
+
+// checkUnwaitedThreads fails the test for an error of a thread that no
+// waitForThread propagated, raised before the end of the test (the pool's
+// closing then fails the check-outs still waiting, as the test wants). The
+// format propagates a thread's errors through waitForThread alone, and the
+// specification's files leave threads whose check-outs fail (a clear evicts
+// them, a timeout ends them) unwaited: the failed check-out's
+// ConnectionCheckOutFailed event is what they assert. So a failed check-out
+// passes here; any other failure (a check-in refused, for one) would pass
+// unseen, and fails the test.
+func (x *run) checkUnwaitedThreads() {
+	for _, msg := range unwaitedThreadErrors(x.threads) {
+		x.t.Error(msg)
+	}
+}
+
+// unwaitedThreadErrors returns the failures checkUnwaitedThreads reports.
+func unwaitedThreadErrors(threads map[string]*thread) []string {
+	var out []string
+	for name, th := range threads {
+		if th.waited {
+			continue
+		}
+		err, op := th.failure()
+		if err == nil || err == errStopped || op.name == "checkOut" {
+			continue
+		}
+		var re *runnerError
+		if !errors.As(err, &re) { // those were reported when they happened
+			out = append(out, fmt.Sprintf("thread %q: %v failed and no waitForThread propagated it: %v", name, op, err))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // waitDone waits for done, at most the thread timeout.
@@ -371,14 +418,16 @@ func (x *run) exec(op operation) error {
 			return runnerErrorf("no thread %q is running", op.target)
 		}
 		th.end()
+		th.waited = true
 		if !x.waitDone(th.done) {
 			return runnerErrorf("thread %q did not finish within %v", op.target, x.threadTimeout)
 		}
+		err, _ := th.failure()
 		var re *runnerError
-		if errors.As(th.err, &re) {
+		if errors.As(err, &re) {
 			return runnerErrorf("thread %q failed (reported above)", op.target)
 		}
-		return th.err
+		return err
 	}
 	return runnerErrorf("unknown operation %q", op.name)
 }
@@ -387,7 +436,7 @@ func (x *run) exec(op operation) error {
 func (x *run) runThread(th *thread) {
 	defer close(th.done)
 	for op := range th.ops {
-		if th.err != nil {
+		if err, _ := th.failure(); err != nil {
 			continue // a thread stops at its first error
 		}
 		select {
@@ -399,7 +448,9 @@ func (x *run) runThread(th *thread) {
 		if err == nil || err == errStopped {
 			continue
 		}
-		th.err = err
+		th.mu.Lock()
+		th.err, th.errOp = err, op
+		th.mu.Unlock()
 		var re *runnerError
 		if errors.As(err, &re) {
 			x.t.Errorf("%v: %v", op, err)
