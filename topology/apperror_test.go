@@ -1,0 +1,245 @@
+package topology
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/handshake"
+)
+
+// rsWithPrimary returns a replica set whose primary a:27017 has topology
+// version (pid, 1).
+func rsWithPrimary(t *testing.T, pid bson.ObjectID) Description {
+	t.Helper()
+	d, err := NewDescription(Settings{Seeds: []string{"a:27017"}, ReplicaSet: "rs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := d.Apply(NewServerDescription("a:27017", hello(t, bson.D{
+		{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
+		{Key: "hosts", Value: bson.A{"a:27017"}}, {Key: "maxWireVersion", Value: 21},
+		{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: pid}, {Key: "counter", Value: int64(1)}}},
+	}), time.Millisecond, testNow))
+	if u.Description.Type != ReplicaSetWithPrimary {
+		t.Fatalf("setup: %s", u.Description.Type)
+	}
+	return u.Description
+}
+
+func loadBalanced(t *testing.T) Description {
+	t.Helper()
+	d, err := NewDescription(Settings{Seeds: []string{"lb:27017"}, LoadBalanced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestDecideAppError: the decisions of the "Error handling" rules that the
+// specification's test files do not reach: the authentication phase, the
+// backpressure label, load-balanced topologies, and what each decision asks
+// of the caller besides the Unknown description.
+func TestDecideAppError(t *testing.T) {
+	pid := bson.ObjectID{9}
+	rs := rsWithPrimary(t, pid)
+	lb := loadBalanced(t)
+	svc := bson.ObjectID{7}
+	newer := &handshake.TopologyVersion{ProcessID: pid, Counter: 2}
+	boom := errors.New("boom")
+	type want struct {
+		unknown, clear, request, cancel bool
+		service                         *bson.ObjectID
+	}
+	for _, c := range []struct {
+		name string
+		d    Description
+		gen  uint64
+		e    AppError
+		want want
+	}{
+		{"network error after the handshake", rs, 0,
+			AppError{Address: "a:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			want{unknown: true, clear: true, cancel: true}},
+		{"network error while authenticating", rs, 0,
+			AppError{Address: "a:27017", Kind: KindNetwork, Phase: DuringAuth, Err: boom},
+			want{unknown: true, clear: true, cancel: true}},
+		{"timeout while authenticating", rs, 0,
+			AppError{Address: "a:27017", Kind: KindTimeout, Phase: DuringAuth, Err: boom},
+			want{unknown: true, clear: true, cancel: true}},
+		{"authentication failed", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: DuringAuth, Code: 18, Message: "Authentication failed.", Err: boom},
+			want{unknown: true, clear: true, cancel: true}},
+		{"hello failed on an application connection", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: BeforeHandshake, Code: 8000, Err: boom},
+			want{unknown: true, clear: true, cancel: true}},
+		{"overloaded while authenticating", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: DuringAuth, Code: 462, SystemOverloaded: true, Err: boom},
+			want{}},
+		{"overloaded network error", rs, 0,
+			AppError{Address: "a:27017", Kind: KindNetwork, Phase: DuringAuth, SystemOverloaded: true, Err: boom},
+			want{}},
+		{"network error before the hello's reply", rs, 0,
+			AppError{Address: "a:27017", Kind: KindNetwork, Phase: BeforeHandshake, Err: boom},
+			want{}},
+		{"timeout after the handshake", rs, 0,
+			AppError{Address: "a:27017", Kind: KindTimeout, Phase: AfterHandshake, Err: boom},
+			want{}},
+		{"other command error", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 11000, Message: "duplicate key", Err: boom},
+			want{}},
+		{"not writable primary", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 10107, TopologyVersion: newer, Err: boom},
+			want{unknown: true, request: true}},
+		{"shutting down", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 91, TopologyVersion: newer, Err: boom},
+			want{unknown: true, clear: true, request: true}},
+		{"state change by message", rs, 0,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Message: "not master", Err: boom},
+			want{unknown: true, request: true}},
+		{"state change with a stale generation", rs, 1,
+			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 91, Generation: 0, Err: boom},
+			want{}},
+		{"server not in the topology", rs, 0,
+			AppError{Address: "z:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			want{}},
+		{"load-balanced network error", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, ServiceID: &svc, Err: boom},
+			want{clear: true, service: &svc}},
+		{"load-balanced authentication failure", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindCommand, Phase: DuringAuth, Code: 18, ServiceID: &svc, Err: boom},
+			want{clear: true, service: &svc}},
+		{"load-balanced error before the hello's reply", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindCommand, Phase: BeforeHandshake, Code: 8000, Err: boom},
+			want{}},
+		{"load-balanced network error without serviceId", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			want{}},
+		{"load-balanced shutting down", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 11600, ServiceID: &svc, Err: boom},
+			want{clear: true, service: &svc}},
+		{"load-balanced not writable primary", lb, 0,
+			AppError{Address: "lb:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 10107, ServiceID: &svc, Err: boom},
+			want{}},
+		{"load-balanced stale generation", lb, 3,
+			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, Generation: 2, ServiceID: &svc, Err: boom},
+			want{}},
+	} {
+		got := c.d.DecideAppError(c.gen, c.e)
+		g := want{got.MarkUnknown, got.Clear, got.RequestCheck, got.CancelCheck, got.ServiceID}
+		if g.unknown != c.want.unknown || g.clear != c.want.clear || g.request != c.want.request || g.cancel != c.want.cancel ||
+			!ptrEqual(g.service, c.want.service) || got.InterruptInUse || got.CheckAgainNow {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+			continue
+		}
+		ignored := !got.MarkUnknown && !got.Clear
+		if ignored != (got.Reason != "") {
+			t.Errorf("%s: reason %q for a decision that ignores the error: %v", c.name, got.Reason, ignored)
+		}
+		if got.MarkUnknown {
+			s := got.Server
+			if s.Address != c.e.Address || s.Type != ServerUnknown || s.Error != boom || !ptrEqual(s.TopologyVersion, c.e.TopologyVersion) {
+				t.Errorf("%s: Unknown server %+v", c.name, s)
+			}
+		}
+	}
+}
+
+// TestDecideCheckError: a failed check marks the server Unknown and clears its
+// pool, interrupting the connections in use after a timeout, and checks
+// again at once after a network error on a server that was known.
+func TestDecideCheckError(t *testing.T) {
+	rs := rsWithPrimary(t, bson.ObjectID{9})
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name                string
+		d                   Description
+		addr                string
+		kind                ErrorKind
+		interrupt, againNow bool
+		ignored             bool
+	}{
+		{"network error, known server", rs, "a:27017", KindNetwork, false, true, false},
+		{"timeout, known server", rs, "a:27017", KindTimeout, true, true, false},
+		{"command error, known server", rs, "a:27017", KindCommand, false, false, false},
+		{"network error, Unknown server", rs.Apply(UnknownServer("a:27017", boom)).Description, "a:27017", KindNetwork, false, false, false},
+		{"server not in the topology", rs, "z:27017", KindNetwork, false, false, true},
+		{"load-balanced", loadBalanced(t), "lb:27017", KindNetwork, false, false, true},
+	} {
+		got := c.d.DecideCheckError(c.addr, c.kind, boom)
+		if c.ignored {
+			if got.MarkUnknown || got.Clear || got.Reason == "" {
+				t.Errorf("%s: %+v, want ignored with a reason", c.name, got)
+			}
+			continue
+		}
+		if !got.MarkUnknown || got.Server.Type != ServerUnknown || got.Server.Error != boom || got.Server.Address != c.addr ||
+			!got.Clear || got.InterruptInUse != c.interrupt || got.CheckAgainNow != c.againNow ||
+			got.RequestCheck || got.CancelCheck || got.ServiceID != nil {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+	}
+}
+
+// TestReplyError: the error a reply carries for the rules, from ok: 0 or a
+// writeConcernError, with its topologyVersion and backpressure label; none
+// from writeErrors or a successful reply.
+func TestReplyError(t *testing.T) {
+	pid := bson.ObjectID{4}
+	tv := bson.D{{Key: "processId", Value: pid}, {Key: "counter", Value: int64(3)}}
+	for _, c := range []struct {
+		name      string
+		reply     bson.D
+		ok        bool
+		code      int32
+		msg       string
+		hasTV     bool
+		overload  bool
+		stateChg  bool
+		shutdown  bool
+		errSubstr string
+	}{
+		{"ok 0", bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(91)}, {Key: "errmsg", Value: "shutting down"}, {Key: "topologyVersion", Value: tv}},
+			true, 91, "shutting down", true, false, true, true, "command error 91: shutting down"},
+		{"writeConcernError", bson.D{{Key: "ok", Value: 1.0}, {Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(189)}, {Key: "errmsg", Value: "stepped down"}}}},
+			true, 189, "stepped down", false, false, true, false, "write concern error 189"},
+		{"writeConcernError with its own topologyVersion", bson.D{{Key: "ok", Value: 1.0}, {Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(11602)}, {Key: "errmsg", Value: "x"}, {Key: "topologyVersion", Value: tv}}}},
+			true, 11602, "x", true, false, true, false, "write concern error"},
+		{"message only: not master or secondary", bson.D{{Key: "ok", Value: 0}, {Key: "errmsg", Value: "not master or secondary; no query"}},
+			true, 0, "not master or secondary; no query", false, false, true, false, ""},
+		{"message only: unrelated", bson.D{{Key: "ok", Value: 0}, {Key: "errmsg", Value: "bad"}},
+			true, 0, "bad", false, false, false, false, ""},
+		{"code wins over message", bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(2)}, {Key: "errmsg", Value: "node is recovering"}},
+			true, 2, "node is recovering", false, false, false, false, ""},
+		{"overloaded", bson.D{{Key: "ok", Value: 0}, {Key: "code", Value: int32(462)}, {Key: "errorLabels", Value: bson.A{"RetryableError", "SystemOverloadedError"}}},
+			true, 462, "", false, true, false, false, ""},
+		{"writeErrors only", bson.D{{Key: "ok", Value: 1}, {Key: "writeErrors", Value: bson.A{bson.D{{Key: "code", Value: int32(10107)}, {Key: "errmsg", Value: "x"}}}}},
+			false, 0, "", false, false, false, false, ""},
+		{"success", bson.D{{Key: "ok", Value: 1}}, false, 0, "", false, false, false, false, ""},
+	} {
+		raw, _ := bson.Marshal(c.reply)
+		e, ok := ReplyError("a:27017", raw)
+		if ok != c.ok {
+			t.Errorf("%s: found %v, want %v", c.name, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if e.Address != "a:27017" || e.Kind != KindCommand || e.Code != c.code || e.Message != c.msg ||
+			(e.TopologyVersion != nil) != c.hasTV || e.SystemOverloaded != c.overload ||
+			IsStateChange(e.Code, e.Message) != c.stateChg || IsShutdown(e.Code) != c.shutdown ||
+			!strings.Contains(e.Err.Error(), c.errSubstr) {
+			t.Errorf("%s: %+v (%v)", c.name, e, e.Err)
+		}
+		if c.hasTV && *e.TopologyVersion != (handshake.TopologyVersion{ProcessID: pid, Counter: 3}) {
+			t.Errorf("%s: topologyVersion %+v", c.name, *e.TopologyVersion)
+		}
+	}
+	if _, ok := ReplyError("a:27017", bson.Raw{1, 2}); ok {
+		t.Error("a malformed reply has an error")
+	}
+}
