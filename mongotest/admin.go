@@ -9,15 +9,12 @@ import (
 // ping runs {ping: 1}.
 func (s *Server) ping(*request) (bson.D, error) { return bson.D{}, nil }
 
-// endSessions runs {endSessions: [...]}: the server keeps no sessions.
-func (s *Server) endSessions(*request) (bson.D, error) { return bson.D{}, nil }
-
 // buildInfo runs {buildInfo: 1}. The version is the MongoDB release of the
 // server's maxWireVersion.
 func (s *Server) buildInfo(*request) (bson.D, error) {
 	major, minor := versionOf(s.cfg.maxWireVersion)
 	return bson.D{
-		{Key: "version", Value: fmt.Sprintf("%d.%d.0", major, minor)},
+		{Key: "version", Value: versionString(major, minor)},
 		{Key: "gitVersion", Value: "mongotest"},
 		{Key: "modules", Value: bson.A{}},
 		{Key: "sysInfo", Value: "deprecated"},
@@ -28,6 +25,9 @@ func (s *Server) buildInfo(*request) (bson.D, error) {
 		{Key: "storageEngines", Value: bson.A{"mongotest"}},
 	}, nil
 }
+
+// versionString returns the version of a MongoDB release, "7.0.0".
+func versionString(major, minor int) string { return fmt.Sprintf("%d.%d.0", major, minor) }
 
 // versionOf returns the MongoDB release that introduced wire version w.
 func versionOf(w int32) (major, minor int) {

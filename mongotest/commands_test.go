@@ -1,6 +1,7 @@
 package mongotest_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/mongopool/mongopool/wire"
@@ -24,7 +25,21 @@ func TestCommandErrors(t *testing.T) {
 		{"no $db", bson.D{{Key: "ping", Value: 1}}, 40571, "Location40571", "OP_MSG requests require a $db argument"},
 		{"bad collection", cmd("x", bson.E{Key: "find", Value: 1}), 73, "InvalidNamespace", ""},
 		{"negative batchSize", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "batchSize", Value: -1}), 2, "BadValue", ""},
-		{"unsupported operator", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$gt", Value: 1}}}}}), 2, "BadValue", ""},
+		{"unknown operator", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$frob", Value: 1}}}}}), 2, "BadValue", "unknown operator: $frob"},
+		{"operator not implemented", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "$expr", Value: bson.D{}}}}), 2, "BadValue", "mongotest does not implement the query operator $expr"},
+		{"unknown find option", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "projecton", Value: bson.D{}}), 40415, "IDLUnknownField", "BSON field 'find.projecton' is an unknown field."},
+		{"unknown update statement field", cmd("x", bson.E{Key: "update", Value: "c"}, bson.E{Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "mutli", Value: true}}}}), 40415, "IDLUnknownField", "BSON field 'update.updates.mutli' is an unknown field."},
+		{"aggregate without cursor", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "pipeline", Value: bson.A{}}), 9, "FailedToParse", "The 'cursor' option is required, except for aggregate with the explain argument"},
+		{"stage with two fields", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "cursor", Value: bson.D{}}, bson.E{Key: "pipeline", Value: bson.A{bson.D{{Key: "$match", Value: bson.D{}}, {Key: "$limit", Value: 1}}}}), 40323, "Location40323", "A pipeline stage specification object must contain exactly one field."},
+		{"stage not implemented", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "cursor", Value: bson.D{}}, bson.E{Key: "pipeline", Value: bson.A{bson.D{{Key: "$lookup", Value: bson.D{}}}}}), 2, "BadValue", "mongotest does not implement the $lookup stage"},
+		{"expression not implemented", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "cursor", Value: bson.D{}}, bson.E{Key: "pipeline", Value: bson.A{bson.D{{Key: "$project", Value: bson.D{{Key: "x", Value: bson.D{{Key: "$add", Value: bson.A{1, 2}}}}}}}}}), 2, "BadValue", "mongotest does not implement the expression operator $add"},
+		{"unknown accumulator", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "cursor", Value: bson.D{}}, bson.E{Key: "pipeline", Value: bson.A{bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: nil}, {Key: "x", Value: bson.D{{Key: "$frob", Value: 1}}}}}}}}), 15952, "Location15952", "unknown group operator '$frob'"},
+		{"collation", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "collation", Value: bson.D{{Key: "locale", Value: "fr"}}}), 2, "BadValue", ""},
+		{"deep nesting", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: nested(250)}), 15, "Overflow", "BSONObj exceeded maximum nested object depth: 200"},
+		{"huge $in", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$in", Value: make(bson.A, 100001)}}}}}), 2, "BadValue", "$in holds 100001 values, more than the 100000 that mongotest takes"},
+		{"long path", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: strings.Repeat("a.", 200) + "a", Value: 1}}}), 2, "BadValue", ""},
+		{"create with a validator", cmd("x", bson.E{Key: "create", Value: "c"}, bson.E{Key: "validator", Value: bson.D{{Key: "a", Value: 1}}}), 2, "BadValue", "mongotest does not implement the collection option validator"},
+		{"deep query", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: nestedNot(150)}), 2, "BadValue", "exceeded maximum query tree depth of 100"},
 		{"unknown cursor", cmd("x", bson.E{Key: "getMore", Value: int64(12345)}, bson.E{Key: "collection", Value: "c"}), 43, "CursorNotFound", "cursor id 12345 not found"},
 		{"getMore id type", cmd("x", bson.E{Key: "getMore", Value: int32(1)}, bson.E{Key: "collection", Value: "c"}), 14, "TypeMismatch", ""},
 		{"listDatabases not on admin", cmd("x", bson.E{Key: "listDatabases", Value: 1}), 13, "Unauthorized", ""},
@@ -42,6 +57,25 @@ func TestCommandErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nested returns a filter {a: {a: ... {a: 1}}} n documents deep.
+func nested(n int) bson.D {
+	d := bson.D{{Key: "a", Value: 1}}
+	for range n {
+		d = bson.D{{Key: "a", Value: d}}
+	}
+	return d
+}
+
+// nestedNot returns a filter {a: {$not: {$not: ... {$gt: 1}}}} with n
+// $not.
+func nestedNot(n int) bson.D {
+	d := bson.D{{Key: "$gt", Value: 1}}
+	for range n {
+		d = bson.D{{Key: "$not", Value: d}}
+	}
+	return bson.D{{Key: "a", Value: d}}
 }
 
 // TestDocumentSequences inserts through an OP_MSG document sequence, as

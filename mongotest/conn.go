@@ -121,7 +121,7 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 		var reply bson.Raw
 		if q.ns != "" {
 			reply = errorReply(errorf(codeUnsupportedOpQueryCommand,
-				"Unsupported OP_QUERY on namespace %q: OP_QUERY is only supported for the hello command", q.ns))
+				"Unsupported OP_QUERY on namespace %q: OP_QUERY is only supported for the hello command", q.ns), nil)
 		} else {
 			req := &request{conn: c, body: q.command, db: q.db, legacy: true, compressor: compressor}
 			req.name = commandName(q.command)

@@ -15,11 +15,16 @@ const defaultFirstBatch = 101
 // always holds at least one document.
 const maxBatchBytes = MaxBSONObjectSize - 64*1024
 
-// cursor is an open cursor: the documents a find has yet to return.
+// cursor is an open cursor: the documents a find or an aggregate has yet
+// to return.
 type cursor struct {
 	ns   string
 	docs []bson.Raw
 	left int64 // documents the limit still allows, or -1 for no limit
+	// project, if not nil, is applied to each document as it is returned,
+	// so that the documents never read cost nothing.
+	project   *projection
+	projected int // the leading docs already projected
 }
 
 // cursors are the server's open cursors. Any connection may use any
@@ -45,6 +50,10 @@ func (c *cursor) nextBatch(n int64) ([]bson.Raw, bool) {
 	}
 	count, size := 0, 0
 	for int64(count) < most {
+		if c.project != nil && count >= c.projected {
+			c.docs[count] = c.project.apply(c.docs[count])
+			c.projected = count + 1
+		}
 		l := len(c.docs[count])
 		if count > 0 && size+l > maxBatchBytes {
 			break
@@ -54,6 +63,7 @@ func (c *cursor) nextBatch(n int64) ([]bson.Raw, bool) {
 	}
 	batch := c.docs[:count:count]
 	c.docs = c.docs[count:]
+	c.projected = max(c.projected-count, 0)
 	if c.left >= 0 {
 		c.left -= int64(count)
 	}

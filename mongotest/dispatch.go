@@ -24,6 +24,8 @@ type request struct {
 	// compressor is the wire.CompressorID the request was compressed with,
 	// or noCompressor.
 	compressor int
+	// session holds the command's session fields, once checked.
+	session sessionInfo
 }
 
 // handler is a command's implementation. It returns the reply's fields
@@ -38,6 +40,9 @@ type handler struct {
 	// writeConcern commands take a write concern, so a failCommand fail
 	// point may add a writeConcernError to their reply.
 	writeConcern bool
+	// noSession commands ignore the session fields: the handshake and
+	// authentication, as in mongod.
+	noSession bool
 }
 
 // handlers are the commands the server knows, by their exact name: MongoDB
@@ -45,28 +50,43 @@ type handler struct {
 var handlers map[string]handler
 
 func init() {
-	hello := handler{run: (*Server).hello, public: true, legacy: true}
+	hello := handler{run: (*Server).hello, public: true, legacy: true, noSession: true}
 	handlers = map[string]handler{
 		"hello":           hello,
 		"isMaster":        hello,
 		"ismaster":        hello,
-		"saslStart":       {run: (*Server).saslStart, public: true},
-		"saslContinue":    {run: (*Server).saslContinue, public: true},
-		"authenticate":    {run: (*Server).authenticate, public: true},
+		"saslStart":       {run: (*Server).saslStart, public: true, noSession: true},
+		"saslContinue":    {run: (*Server).saslContinue, public: true, noSession: true},
+		"authenticate":    {run: (*Server).authenticate, public: true, noSession: true},
 		"ping":            {run: (*Server).ping, public: true},
 		"buildInfo":       {run: (*Server).buildInfo, public: true},
 		"buildinfo":       {run: (*Server).buildInfo, public: true},
-		"endSessions":     {run: (*Server).endSessions, public: true},
+		"endSessions":     {run: (*Server).endSessions, public: true, noSession: true},
+		"serverStatus":    {run: (*Server).serverStatus},
 		"listDatabases":   {run: (*Server).listDatabases},
 		"listCollections": {run: (*Server).listCollections},
+		"create":          {run: (*Server).create, writeConcern: true},
 		"insert":          {run: (*Server).insert, writeConcern: true},
+		"update":          {run: (*Server).update, writeConcern: true},
+		"delete":          {run: (*Server).delete, writeConcern: true},
+		"findAndModify":   {run: (*Server).findAndModify, writeConcern: true},
+		"findandmodify":   {run: (*Server).findAndModify, writeConcern: true},
 		"find":            {run: (*Server).find},
 		"getMore":         {run: (*Server).getMore},
 		"killCursors":     {run: (*Server).killCursors},
 		"count":           {run: (*Server).count},
-		"delete":          {run: (*Server).delete, writeConcern: true},
+		"distinct":        {run: (*Server).distinct},
+		"aggregate":       {run: (*Server).aggregate},
+		"createIndexes":   {run: (*Server).createIndexes, writeConcern: true},
+		"listIndexes":     {run: (*Server).listIndexes},
+		"dropIndexes":     {run: (*Server).dropIndexes, writeConcern: true},
 		"drop":            {run: (*Server).drop, writeConcern: true},
 		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
+
+		// Transactions are not implemented: these commands only answer
+		// as mongod answers them when their session fields are refused.
+		"commitTransaction": {run: (*Server).transactionCommand, writeConcern: true},
+		"abortTransaction":  {run: (*Server).transactionCommand, writeConcern: true},
 
 		// mongod runs the fail point commands without authentication: only
 		// a server started for tests (enableTestCommands) has them.
@@ -81,28 +101,40 @@ func init() {
 // closeConnection).
 func (s *Server) dispatch(req *request) (bson.Raw, error) {
 	s.stats.command(req.name)
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	d, err := s.run(req)
 	var fe *failCommandError
 	switch {
 	case errors.Is(err, errCloseConnection):
 		return nil, err
 	case errors.As(err, &fe):
-		return fe.reply(), nil
+		labels := fe.labels
+		if !fe.hasLabels {
+			labels = s.errorLabels(req, fe.code, 0)
+		}
+		return fe.reply(labels), nil
 	case err != nil:
-		return errorReply(asCmdError(err)), nil
+		ce := asCmdError(err)
+		return errorReply(ce, s.errorLabels(req, ce.code, 0)), nil
 	}
 	d = append(d, bson.E{Key: "ok", Value: 1.0})
 	reply, err := bson.Marshal(d)
 	if err != nil {
-		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err)), nil
+		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err), nil), nil
 	}
 	return reply, nil
 }
 
+// maxRequestDepth bounds the nesting of documents and arrays in a command,
+// as mongod bounds it.
+const maxRequestDepth = 200
+
 // run checks that the command may run, as MongoDB does (it exists, it came
-// by an acceptable opcode, the connection may run it), and runs it, with
-// the failCommand fail point applied where mongod applies it: after those
-// checks and before the command, and after a write (writeConcernError).
+// by an acceptable opcode, the connection may run it, its session fields
+// are right), and runs it, with the failCommand fail point applied where
+// mongod applies it: after those checks and before the command, and after
+// a write (writeConcernError).
 func (s *Server) run(req *request) (bson.D, error) {
 	h, ok := handlers[req.name]
 	if !ok {
@@ -115,6 +147,9 @@ func (s *Server) run(req *request) (bson.D, error) {
 	if req.db == "" {
 		return nil, errorf(codeMissingDB, "OP_MSG requests require a $db argument")
 	}
+	if err := checkNesting(req); err != nil {
+		return nil, err
+	}
 	if !h.public && req.conn.user == nil && s.users.any() {
 		return nil, errorf(codeUnauthorized, "Command %s requires authentication", req.name)
 	}
@@ -123,12 +158,49 @@ func (s *Server) run(req *request) (bson.D, error) {
 		// point looks at the connection's appName.
 		req.conn.noteClientMetadata(req.body)
 	}
+	if !h.noSession {
+		si, err := s.checkSession(req)
+		if err != nil {
+			return nil, err
+		}
+		req.session = si
+	}
 	if err := s.failBeforeRun(req); err != nil {
 		return nil, err
 	}
-	d, err := h.run(s, req)
+	if err := checkSessionUse(req); err != nil {
+		return nil, err
+	}
+	var d bson.D
+	var err error
+	if req.session.retryableWrite() {
+		d, err = s.runRetryable(req, h)
+	} else {
+		d, err = h.run(s, req)
+	}
 	if err == nil && h.writeConcern {
 		d = s.failAfterWrite(req, d)
 	}
 	return d, err
+}
+
+// checkNesting refuses a command that nests documents deeper than
+// maxRequestDepth, before anything walks it.
+func checkNesting(req *request) error {
+	deep := depth(docValue(req.body), maxRequestDepth) > maxRequestDepth
+	for _, seq := range req.seqs {
+		for _, d := range seq.Documents {
+			deep = deep || depth(docValue(d), maxRequestDepth-2) > maxRequestDepth-2
+		}
+	}
+	if deep {
+		return errorf(codeOverflow, "BSONObj exceeded maximum nested object depth: %d", maxRequestDepth)
+	}
+	return nil
+}
+
+// transactionCommand runs commitTransaction and abortTransaction, which
+// only get here outside a transaction: there is none to commit or abort.
+func (s *Server) transactionCommand(req *request) (bson.D, error) {
+	return nil, errorf(codeBadValue, "mongotest does not implement multi-document transactions: %s needs a transaction", req.name)
 }

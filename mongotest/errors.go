@@ -24,6 +24,53 @@ const (
 	codeLoadBalancerSupportMismatch = 354
 	codeDuplicateKey                = 11000
 	codeMissingDB                   = 40571 // OP_MSG without $db
+
+	codeFailedToParse                   = 9
+	codeOverflow                        = 15
+	codeNamespaceNotFound               = 26
+	codeIndexNotFound                   = 27
+	codePathNotViable                   = 28
+	codeConflictingUpdateOperators      = 40
+	codeNamespaceExists                 = 48
+	codeDollarPrefixedFieldName         = 52
+	codeInvalidIDField                  = 53
+	codeNotSingleValueField             = 54
+	codeEmptyFieldName                  = 56
+	codeImmutableField                  = 66
+	codeCannotCreateIndex               = 67
+	codeIndexOptionsConflict            = 85
+	codeIndexKeySpecsConflict           = 86
+	codeInvalidPipelineOperator         = 168
+	codeCannotIndexParallelArrays       = 171
+	codeInvalidIndexSpecificationOption = 197
+	codeTransactionTooOld               = 225
+	codeTooManyLogicalSessions          = 261
+	codeBSONObjectTooLarge              = 10334
+	codeNotARetryableWriteCommand       = 50768
+	codeIDLUnknownField                 = 40415
+
+	// Codes mongod has no name for (codeName "Location<code>").
+	codeSortKeyOrdering    = 15975
+	codeSortNoKeys         = 15976
+	codeLimitNotPositive   = 15958
+	codeUnknownGroupOp     = 15952
+	codeGroupFieldDotted   = 40235
+	codeStageOneField      = 40323
+	codeUnrecognizedStage  = 40324
+	codeBadRegexOption     = 51108
+	codeSkipNegative       = 5107200
+	codeCountFieldEmpty    = 40156
+	codeCountFieldDollar   = 40158
+	codeCountFieldDotted   = 40160
+	codeGroupIDRequired    = 15955
+	codeProjectionEmpty    = 51272
+	codeInclusionInExclude = 31253
+	codeExclusionInInclude = 31254
+	codePathCollision      = 31250
+	codeFieldPathDollar    = 16410
+	codeUndefinedVariable  = 17276
+	codeNewRootNotObject   = 40228
+	codeUnwindPath         = 28818
 )
 
 // codeNames are the codeName of each code, as MongoDB names them.
@@ -43,6 +90,30 @@ var codeNames = map[int32]string{
 	codeLoadBalancerSupportMismatch: "LoadBalancerSupportMismatch",
 	codeDuplicateKey:                "DuplicateKey",
 	codeMissingDB:                   "Location40571",
+
+	codeFailedToParse:                   "FailedToParse",
+	codeOverflow:                        "Overflow",
+	codeNamespaceNotFound:               "NamespaceNotFound",
+	codeIndexNotFound:                   "IndexNotFound",
+	codePathNotViable:                   "PathNotViable",
+	codeConflictingUpdateOperators:      "ConflictingUpdateOperators",
+	codeNamespaceExists:                 "NamespaceExists",
+	codeDollarPrefixedFieldName:         "DollarPrefixedFieldName",
+	codeInvalidIDField:                  "InvalidIdField",
+	codeNotSingleValueField:             "NotSingleValueField",
+	codeEmptyFieldName:                  "EmptyFieldName",
+	codeImmutableField:                  "ImmutableField",
+	codeCannotCreateIndex:               "CannotCreateIndex",
+	codeIndexOptionsConflict:            "IndexOptionsConflict",
+	codeIndexKeySpecsConflict:           "IndexKeySpecsConflict",
+	codeInvalidPipelineOperator:         "InvalidPipelineOperator",
+	codeCannotIndexParallelArrays:       "CannotIndexParallelArrays",
+	codeInvalidIndexSpecificationOption: "InvalidIndexSpecificationOption",
+	codeTransactionTooOld:               "TransactionTooOld",
+	codeTooManyLogicalSessions:          "TooManyLogicalSessions",
+	codeBSONObjectTooLarge:              "BSONObjectTooLarge",
+	codeNotARetryableWriteCommand:       "NotARetryableWriteCommand",
+	codeIDLUnknownField:                 "IDLUnknownField",
 }
 
 // cmdError is a command's failure, which becomes the reply
@@ -50,6 +121,9 @@ var codeNames = map[int32]string{
 type cmdError struct {
 	code int32
 	msg  string
+	// extra are more fields of the reply, such as a duplicate key error's
+	// keyPattern and keyValue.
+	extra bson.D
 }
 
 // errorf returns a command failure with code and a formatted errmsg.
@@ -80,13 +154,19 @@ func codeName(code int32) string {
 }
 
 // errorReply encodes the reply document of a failed command.
-func errorReply(e *cmdError) bson.Raw {
-	return mustMarshal(bson.D{
+// labels are its errorLabels, if any.
+func errorReply(e *cmdError, labels []string) bson.Raw {
+	d := bson.D{
 		{Key: "ok", Value: 0.0},
 		{Key: "errmsg", Value: e.msg},
 		{Key: "code", Value: e.code},
 		{Key: "codeName", Value: codeName(e.code)},
-	})
+	}
+	d = append(d, e.extra...)
+	if len(labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: labels})
+	}
+	return mustMarshal(d)
 }
 
 // authFailed is the failure of every authentication attempt, which says no

@@ -140,3 +140,40 @@ func ExampleServer_InjectFault() {
 	// third ping: <nil>
 	// connections created: 2
 }
+
+// As the primary of a replica set, the server takes retryable writes and
+// labels their retriable errors as mongod does, so the driver retries the
+// insert that the fail point fails once.
+func ExampleWithReplicaSet() {
+	srv, err := mongotest.Start(mongotest.WithReplicaSet("rs0"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	err = srv.SetFailPoint(mongotest.FailPoint{
+		Commands:  []string{"insert"},
+		Times:     1,
+		ErrorCode: 262, // ExceededTimeLimit: the server adds RetryableWriteError
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("test").Collection("people")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "name", Value: "Ada"}}); err != nil {
+		log.Fatal(err)
+	}
+	n, err := coll.CountDocuments(ctx, bson.D{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(srv.Stats().Commands["insert"], "inserts,", n, "document")
+	// Output: 2 inserts, 1 document
+}

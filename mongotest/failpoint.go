@@ -67,10 +67,13 @@ type FailPoint struct {
 	// "Failing command via 'failCommand' failpoint".
 	ErrorCode int32
 	// ErrorLabels are the errorLabels of the reply that ErrorCode or
-	// WriteConcernError make; nil for none.
+	// WriteConcernError make. Nil lets the server add the labels mongod
+	// would (RetryableWriteError on a retryable write to a replica set
+	// member, for a retriable code); a non-nil slice, even an empty one,
+	// replaces them, as in mongod.
 	ErrorLabels []string
 	// WriteConcernError, if not nil, lets a command that takes a write
-	// concern (insert, delete, drop, dropDatabase) run, and adds this
+	// concern (insert, update, delete, findAndModify, ...) run, and adds this
 	// document to its reply as writeConcernError, such as
 	// {code: 64, codeName: "WriteConcernFailed", errmsg: "waiting for
 	// replication timed out"}. It must hold an integer code.
@@ -192,6 +195,7 @@ type failCommand struct {
 	closeConn  bool
 	errorCode  int32    // 0: none
 	labels     []string // errorLabels
+	hasLabels  bool     // errorLabels given (even empty): they replace the server's
 	wce        bson.Raw // writeConcernError, nil if none
 	hasActions bool     // blocks, closes or fails before the command runs
 }
@@ -385,6 +389,7 @@ func (fc *failCommand) parseData(data bson.Raw) error {
 			fc.errorCode = int32(code)
 		case "errorLabels":
 			fc.labels, err = fpStrings(v, field)
+			fc.hasLabels = true
 		case "writeConcernError":
 			doc, ok := v.DocumentOK()
 			if !ok {
@@ -522,26 +527,19 @@ var errCloseConnection = errors.New("mongotest: the failCommand fail point close
 
 // failCommandError is the failure a fail point's errorCode makes.
 type failCommandError struct {
-	code   int32
-	labels []string
+	code      int32
+	labels    []string
+	hasLabels bool // the fail point's labels replace the server's
 }
 
 func (e *failCommandError) Error() string {
 	return fmt.Sprintf("Failing command via 'failCommand' failpoint (%s, code %d)", codeName(e.code), e.code)
 }
 
-// reply encodes the error reply, as mongod's: the errmsg is always the same.
-func (e *failCommandError) reply() bson.Raw {
-	d := bson.D{
-		{Key: "ok", Value: 0.0},
-		{Key: "errmsg", Value: "Failing command via 'failCommand' failpoint"},
-		{Key: "code", Value: e.code},
-		{Key: "codeName", Value: codeName(e.code)},
-	}
-	if len(e.labels) > 0 {
-		d = append(d, bson.E{Key: "errorLabels", Value: e.labels})
-	}
-	return mustMarshal(d)
+// reply encodes the error reply, as mongod's, with labels: the errmsg is
+// always the same.
+func (e *failCommandError) reply(labels []string) bson.Raw {
+	return errorReply(&cmdError{code: e.code, msg: "Failing command via 'failCommand' failpoint"}, labels)
 }
 
 // failBeforeRun applies the fail point to req before it runs: it blocks, then
@@ -559,21 +557,27 @@ func (s *Server) failBeforeRun(req *request) error {
 		return errCloseConnection
 	}
 	if fc.errorCode != 0 {
-		return &failCommandError{code: fc.errorCode, labels: fc.labels}
+		return &failCommandError{code: fc.errorCode, labels: fc.labels, hasLabels: fc.hasLabels}
 	}
 	return nil
 }
 
 // failAfterWrite applies the fail point to the reply d of req, which
-// succeeded: it may add a writeConcernError, and errorLabels.
+// succeeded: it may add a writeConcernError, and errorLabels: the fail
+// point's, or those mongod computes for the writeConcernError's code.
 func (s *Server) failAfterWrite(req *request, d bson.D) bson.D {
 	fc := s.failPoints.fire(req, afterWrite, &s.stats)
 	if fc == nil {
 		return d
 	}
 	d = append(d, bson.E{Key: "writeConcernError", Value: fc.wce})
-	if len(fc.labels) > 0 {
-		d = append(d, bson.E{Key: "errorLabels", Value: fc.labels})
+	labels := fc.labels
+	if !fc.hasLabels {
+		code, _ := fpInt(fc.wce.Lookup("code"), "code")
+		labels = s.errorLabels(req, 0, int32(code))
+	}
+	if len(labels) > 0 {
+		d = append(d, bson.E{Key: "errorLabels", Value: labels})
 	}
 	return d
 }

@@ -10,7 +10,9 @@ import (
 )
 
 // hello answers hello and legacy hello (isMaster, ismaster) as a standalone
-// mongod does, or as a mongos behind a load balancer in load-balanced mode.
+// mongod does, as the primary of a replica set of one member
+// (WithReplicaSet), or as a mongos behind a load balancer in load-balanced
+// mode.
 // It also negotiates compression, lists a user's mechanisms
 // (saslSupportedMechs) and runs the first step of speculative
 // authentication.
@@ -37,6 +39,16 @@ func (s *Server) hello(req *request) (bson.D, error) {
 		d = append(d,
 			bson.E{Key: "msg", Value: "isdbgrid"},
 			bson.E{Key: "serviceId", Value: s.cfg.serviceID})
+	}
+	if s.role == roleReplicaSet {
+		d = append(d,
+			bson.E{Key: "secondary", Value: false},
+			bson.E{Key: "setName", Value: s.cfg.replicaSet},
+			bson.E{Key: "setVersion", Value: int32(1)},
+			bson.E{Key: "hosts", Value: bson.A{s.addr}},
+			bson.E{Key: "primary", Value: s.addr},
+			bson.E{Key: "me", Value: s.addr},
+			bson.E{Key: "electionId", Value: s.electionID})
 	}
 	d = append(d,
 		bson.E{Key: "maxBsonObjectSize", Value: int32(MaxBSONObjectSize)},

@@ -36,6 +36,7 @@ type config struct {
 	compressors    []wire.CompressorID // in the server's order of preference
 	loadBalanced   bool
 	serviceID      bson.ObjectID
+	replicaSet     string
 }
 
 func defaultConfig() config {
@@ -97,13 +98,33 @@ func WithCompressors(names ...string) Option {
 // WithLoadBalanced makes the server behave like a mongos behind a load
 // balancer: the handshake must carry loadBalanced: true (or it fails, as
 // mongos fails it), and its reply carries serviceID as serviceId. A zero
-// serviceID is replaced by a new ObjectID.
+// serviceID is replaced by a new ObjectID. As a mongos, the server takes
+// retryable writes (see WithReplicaSet) but never adds the
+// RetryableWriteError label itself.
 func WithLoadBalanced(serviceID bson.ObjectID) Option {
 	return func(c *config) error {
 		if serviceID.IsZero() {
 			serviceID = bson.NewObjectID()
 		}
 		c.loadBalanced, c.serviceID = true, serviceID
+		return nil
+	}
+}
+
+// WithReplicaSet makes the server the primary of a replica set of one
+// member named name, rather than a standalone: the handshake reports the
+// set (setName, hosts, primary), so that drivers discover it as a replica
+// set, and the server takes retryable writes (a write command with a
+// txnNumber runs once, and a retry of it gets the first reply) and adds
+// the RetryableWriteError label to their retriable errors, as a replica
+// set member does. Multi-document transactions are not implemented: they
+// fail with BadValue. It cannot be combined with WithLoadBalanced.
+func WithReplicaSet(name string) Option {
+	return func(c *config) error {
+		if name == "" {
+			return fmt.Errorf("mongotest: WithReplicaSet: the replica set needs a name")
+		}
+		c.replicaSet = name
 		return nil
 	}
 }

@@ -19,10 +19,16 @@ type Server struct {
 	ln   net.Listener
 	addr string
 
-	users   users   // the credentials AddUser and AddX509User register
-	store   store   // databases, collections and documents
-	cursors cursors // open cursors
-	stats   stats
+	users    users    // the credentials AddUser and AddX509User register
+	store    store    // databases, collections and documents
+	cursors  cursors  // open cursors
+	sessions sessions // the retryable writes of each session
+	stats    stats
+
+	role       role          // standalone, replica set member or mongos
+	electionID bson.ObjectID // the replica set's, in hello
+	started    time.Time
+	active     atomic.Int64 // the commands running, for serverStatus
 
 	nextConnID atomic.Int32
 
@@ -47,11 +53,21 @@ func Start(opts ...Option) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.loadBalanced && cfg.replicaSet != "" {
+		return nil, fmt.Errorf("mongotest: WithLoadBalanced and WithReplicaSet: a server is a mongos or a replica set member, not both")
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("mongotest: listening: %w", err)
 	}
-	s := &Server{cfg: cfg, addr: ln.Addr().String(), conns: make(map[*conn]struct{}), done: make(chan struct{})}
+	s := &Server{cfg: cfg, addr: ln.Addr().String(), conns: make(map[*conn]struct{}), done: make(chan struct{}),
+		started: time.Now(), electionID: bson.NewObjectID()}
+	switch {
+	case cfg.loadBalanced:
+		s.role = roleMongos
+	case cfg.replicaSet != "":
+		s.role = roleReplicaSet
+	}
 	s.store.init()
 	s.cursors.init()
 	s.stats.init()

@@ -38,6 +38,11 @@ type Stats struct {
 	// (blocked, failed or closed a command, or added a writeConcernError),
 	// whatever it was set to: the count configureFailPoint reports.
 	FailCommandFired int64
+	// DocumentsExamined counts the stored documents that queries (of
+	// find, count, update, delete, aggregate, ...) tested against a
+	// filter, as serverStatus's metrics.queryExecutor.scannedObjects does
+	// in mongod: a query on _id examines one document, not the collection.
+	DocumentsExamined int64
 }
 
 // stats collects a Stats.
@@ -67,6 +72,7 @@ func (s *Server) Stats() Stats {
 	out.CompressedSent = maps.Clone(st.s.CompressedSent)
 	out.Authentications = maps.Clone(st.s.Authentications)
 	out.AuthFailures = maps.Clone(st.s.AuthFailures)
+	out.DocumentsExamined = s.store.examined.Load()
 	return out
 }
 

@@ -1,0 +1,280 @@
+package mongotest
+
+import (
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// This file implements projections, as find, findAndModify and $project
+// take them: an inclusion projection ({a: 1, "b.c": 1}) returns the fields
+// named, in the document's order, then the computed ones ({x: "$a"}, in
+// the projection's order); an exclusion projection ({a: 0}) returns all
+// but the fields named. _id is returned unless excluded, in either kind.
+// Mixing inclusions and exclusions (but for _id) is refused as mongod
+// refuses it. $slice, $elemMatch, $meta and the positional a.$ are refused
+// as not implemented.
+
+// projection is a parsed projection.
+type projection struct {
+	inclusion bool
+	root      *projNode
+	keepID    bool
+}
+
+// projNode is a field of a projection: a leaf that is included, excluded
+// or computed, or the fields beneath a dotted path or a nested object.
+type projNode struct {
+	leaf     bool
+	expr     expression // for a computed leaf
+	children map[string]*projNode
+	order    []string // the children in the projection's order
+}
+
+func newProjNode() *projNode { return &projNode{children: map[string]*projNode{}} }
+
+// parseProjection parses the projection spec of find, findAndModify or a
+// $project stage, which take the same projections here.
+func parseProjection(spec bson.Raw) (*projection, error) {
+	p := &projection{root: newProjNode(), keepID: true}
+	kinds := &projKinds{}
+	if err := p.parseInto(spec, "", kinds); err != nil {
+		return nil, err
+	}
+	switch {
+	case kinds.include || kinds.computed:
+		p.inclusion = true
+	case kinds.exclude:
+		p.inclusion = false
+	case kinds.idIncluded:
+		p.inclusion = true // {_id: 1}: _id alone
+	default:
+		p.inclusion = false // {_id: 0}, or nothing
+	}
+	return p, nil
+}
+
+// projKinds tracks the kinds of fields a projection has, to refuse a mix.
+type projKinds struct {
+	include, exclude, computed bool
+	idIncluded                 bool
+}
+
+func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error {
+	elems, err := spec.Elements()
+	if err != nil {
+		return errorf(codeBadValue, "invalid projection: %v", err)
+	}
+	if len(elems) == 0 && prefix != "" {
+		return errorf(codeProjectionEmpty, "An empty sub-projection is not a valid value. Found empty object at path %s", strings.TrimSuffix(prefix, "."))
+	}
+	for _, e := range elems {
+		key, v := e.Key(), e.Value()
+		name := prefix + key
+		switch {
+		case strings.HasPrefix(key, "$"):
+			return errorf(codeFieldPathDollar, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
+		case strings.HasSuffix(key, ".$") || strings.Contains(key, ".$."):
+			return errorf(codeBadValue, "mongotest does not implement the positional projection %s", name)
+		}
+		if d, ok := v.DocumentOK(); ok {
+			op := commandName(d)
+			switch {
+			case op == "$slice" || op == "$elemMatch" || op == "$meta":
+				return errorf(codeBadValue, "mongotest does not implement the projection operator %s (on %s)", op, name)
+			case !strings.HasPrefix(op, "$"):
+				if err := p.parseInto(d, name+".", k); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		path, err := splitPath(name)
+		if err != nil {
+			return err
+		}
+		isID := name == "_id"
+		var leaf *projNode
+		switch {
+		case v.Type == bson.TypeBoolean || isNumber(v):
+			include := truthy(v)
+			switch {
+			case isID:
+				p.keepID = include
+				k.idIncluded = include
+				continue
+			case include && k.exclude:
+				return errorf(codeInclusionInExclude, "Cannot do inclusion on field %s in exclusion projection", name)
+			case !include && (k.include || k.computed):
+				return errorf(codeExclusionInInclude, "Cannot do exclusion on field %s in inclusion projection", name)
+			}
+			if include {
+				k.include = true
+			} else {
+				k.exclude = true
+			}
+			leaf = &projNode{leaf: true}
+		default:
+			if k.exclude {
+				return errorf(codeInclusionInExclude, "Cannot do inclusion on field %s in exclusion projection", name)
+			}
+			x, err := compileExpr(v, 0)
+			if err != nil {
+				return err
+			}
+			k.computed = true
+			leaf = &projNode{leaf: true, expr: x}
+			if isID {
+				p.keepID = false // replaced by the computed _id
+			}
+		}
+		if err := p.root.insert(path, leaf, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insert places leaf at path beneath n, refusing a path that collides with
+// one placed before ("a" and "a.b").
+func (n *projNode) insert(path []string, leaf *projNode, name string) error {
+	cur := n
+	for i, part := range path {
+		if cur.leaf {
+			return errorf(codePathCollision, "Path collision at %s", name)
+		}
+		child := cur.children[part]
+		if i == len(path)-1 {
+			if child != nil {
+				return errorf(codePathCollision, "Path collision at %s", name)
+			}
+			cur.children[part] = leaf
+			cur.order = append(cur.order, part)
+			return nil
+		}
+		if child == nil {
+			child = newProjNode()
+			cur.children[part] = child
+			cur.order = append(cur.order, part)
+		}
+		cur = child
+	}
+	return nil
+}
+
+// apply returns doc projected.
+func (p *projection) apply(doc bson.Raw) bson.Raw {
+	if p.inclusion {
+		return p.root.include(doc, doc, p.keepID)
+	}
+	return p.root.exclude(doc, p.keepID)
+}
+
+// include returns the fields of doc that n includes, then its computed
+// fields; root is the whole document, which field paths start from. keepID
+// says what to do with a top-level _id (nil otherwise).
+func (n *projNode) include(doc, root bson.Raw, keepID bool) bson.Raw {
+	var b docBuilder
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		key := e.Key()
+		child := n.children[key]
+		if child == nil {
+			if keepID && key == "_id" {
+				b.append(key, e.Value())
+			}
+			continue
+		}
+		switch {
+		case child.leaf && child.expr == nil:
+			b.append(key, e.Value())
+		case child.leaf:
+			// computed: added below
+		default:
+			if v, ok := child.includeValue(e.Value(), root); ok {
+				b.append(key, v)
+			}
+		}
+	}
+	for _, key := range n.order {
+		child := n.children[key]
+		switch {
+		case child.leaf && child.expr != nil:
+			if v, ok := child.expr.eval(root); ok {
+				b.append(key, v)
+			}
+		case !child.leaf && child.hasComputed() && doc.Lookup(key).Type != bson.TypeEmbeddedDocument && doc.Lookup(key).Type != bson.TypeArray:
+			// The computed fields beneath a path the document lacks make
+			// the documents of that path.
+			b.append(key, docValue(child.include(emptyDoc, root, false)))
+		}
+	}
+	return b.doc()
+}
+
+// includeValue applies n, which has fields beneath it, to the value v of
+// its field: a document is projected, an array has its elements
+// projected (but for scalars, which are dropped), and a scalar is left out.
+func (n *projNode) includeValue(v bson.RawValue, root bson.Raw) (bson.RawValue, bool) {
+	switch v.Type {
+	case bson.TypeEmbeddedDocument:
+		return docValue(n.include(v.Document(), root, false)), true
+	case bson.TypeArray:
+		var out []bson.RawValue
+		for _, e := range arrayValues(v) {
+			if r, ok := n.includeValue(e, root); ok {
+				out = append(out, r)
+			}
+		}
+		return arrayValue(out), true
+	}
+	return bson.RawValue{}, false
+}
+
+// hasComputed reports whether a computed field lies beneath n.
+func (n *projNode) hasComputed() bool {
+	if n.leaf {
+		return n.expr != nil
+	}
+	for _, c := range n.children {
+		if c.hasComputed() {
+			return true
+		}
+	}
+	return false
+}
+
+// exclude returns doc without the fields n excludes.
+func (n *projNode) exclude(doc bson.Raw, keepID bool) bson.Raw {
+	var b docBuilder
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		key := e.Key()
+		child := n.children[key]
+		switch {
+		case key == "_id" && !keepID:
+		case child == nil:
+			b.append(key, e.Value())
+		case child.leaf:
+		default:
+			b.append(key, child.excludeValue(e.Value()))
+		}
+	}
+	return b.doc()
+}
+
+// excludeValue applies n, which has fields beneath it, to the value v of
+// its field: within documents, and within the documents of arrays.
+func (n *projNode) excludeValue(v bson.RawValue) bson.RawValue {
+	switch v.Type {
+	case bson.TypeEmbeddedDocument:
+		return docValue(n.exclude(v.Document(), true))
+	case bson.TypeArray:
+		vals := arrayValues(v)
+		for i, e := range vals {
+			vals[i] = n.excludeValue(e)
+		}
+		return arrayValue(vals)
+	}
+	return v
+}
