@@ -24,15 +24,23 @@ import (
 // clientURIOptions are the URI options (in lower case, as they are matched)
 // that have an effect on the runner's clients: those mongopool.New applies,
 // and retryReads and retryWrites, which the runner handles (see client). Any
-// other option in uriOptions fails the test: the client would ignore it.
+// other option in uriOptions fails the test, since the client would ignore
+// it, except those of skippedURIOptions.
 var clientURIOptions = []string{
 	"appname", "maxpoolsize", "minpoolsize", "maxidletimems", "maxconnecting",
 	"waitqueuetimeoutms", "timeoutms", "connecttimeoutms", "sockettimeoutms",
-	"heartbeatfrequencyms", "compressors", "zlibcompressionlevel",
+	"heartbeatfrequencyms", "loadbalanced", "compressors", "zlibcompressionlevel",
 	"tls", "ssl", "tlsinsecure", "tlsallowinvalidcertificates", "tlsallowinvalidhostnames",
 	"tlscafile", "tlscertificatekeyfile", "tlscertificatekeyfilepassword",
 	"authmechanism", "authsource", "authmechanismproperties",
 	"retryreads", "retrywrites",
+}
+
+// skippedURIOptions are the URI options a driver may choose not to support,
+// which the clients do not: a test that sets one is skipped, not failed.
+var skippedURIOptions = map[string]string{
+	"waitqueuesize":     "the deprecated waitQueueSize, which the CMAP specification lets a driver leave out",
+	"waitqueuemultiple": "the deprecated waitQueueMultiple, which the CMAP specification lets a driver leave out",
 }
 
 // client is a client entity: a mongopool.Pool with what a driver's client adds
@@ -41,13 +49,19 @@ var clientURIOptions = []string{
 // close ends the pooled sessions with endSessions before closing the pool, as
 // the driver sessions specification has a client do. The client does not
 // retry: with retryReads on (the default), a read that fails with a
-// retryable error is reported as something the runner cannot do.
+// retryable error is reported as something the runner cannot do, and so is
+// a write with retryWrites on (the default) outside a single server's
+// topology.
 type client struct {
-	id         string
-	p          *mongopool.Pool
-	logs       *capture // nil unless observeLogMessages
-	retryReads bool
-	sessions   bool
+	id          string
+	p           *mongopool.Pool
+	logs        *capture     // nil unless observeLogMessages
+	events      *eventLog    // nil unless observeEvents
+	lists       []*eventList // of storeEventsAsEntities
+	retryReads  bool
+	retryWrites bool
+	sessions    bool
+	topology    string
 
 	mu     sync.Mutex
 	idle   [][]byte // server session ids, most recently used last
@@ -55,32 +69,62 @@ type client struct {
 }
 
 // newClient builds the client entity described by spec, against the
-// server at base (a URI with the runner's credentials and no options).
+// server at base (a URI with the runner's credentials and no options), with
+// the event lists of its storeEventsAsEntities in lists. What the runner
+// cannot do fails before what makes it skip the test: a *skipError comes
+// only when the rest of spec can be run.
 func newClient(where string, spec bson.RawValue, base string, sessions bool, topology string) (*client, error) {
 	o := readObject(where, spec,
-		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses"},
-		"observeEvents", "ignoreCommandMonitoringEvents", "observeSensitiveCommands", "serverApi",
-		"storeEventsAsEntities", "autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
-	c := &client{id: o.str("id", true), retryReads: true, sessions: sessions}
+		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses", "observeEvents",
+			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities"},
+		"serverApi", "autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
+	c := &client{id: o.str("id", true), sessions: sessions, topology: topology}
 	uriOpts := o.document("uriOptions", false)
 	observe := o.document("observeLogMessages", false)
 	if _, ok := o.boolean("useMultipleMongoses"); ok && (topology == "sharded" || topology == "load-balanced") {
 		o.fail("useMultipleMongoses: the runner runs only single servers, not a %s topology", topology)
 	}
+	hasObserve, hasStore := o.has("observeEvents"), o.has("storeEventsAsEntities")
+	observeEvents := o.array("observeEvents", false)
+	store := o.array("storeEventsAsEntities", false)
+	// They concern command monitoring events only, which no client emits
+	// yet: a test that observes any is skipped.
+	o.strings("ignoreCommandMonitoringEvents")
+	o.boolean("observeSensitiveCommands")
 	if o.err != nil {
 		return nil, o.err
 	}
-	uri, retryReads, err := clientURI(base, uriOpts)
+	uri, skips, err := c.clientURI(base, uriOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	c.retryReads = retryReads
 	var opts []pool.Option
+	if hasObserve {
+		var skip string
+		if c.events, skip, err = newEventLog(where, observeEvents); err != nil {
+			return nil, err
+		}
+		skips = appendSkip(skips, skip)
+		opts = append(opts, pool.WithEventHandler(c.events.handle))
+	}
+	if hasStore {
+		var skip string
+		if c.lists, skip, err = newEventLists(where, store); err != nil {
+			return nil, err
+		}
+		skips = appendSkip(skips, skip)
+		for _, l := range c.lists {
+			opts = append(opts, pool.WithEventHandler(l.handle))
+		}
+	}
 	if observe != nil {
 		if c.logs, err = newCapture(observe); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		opts = append(opts, pool.WithLogger(slog.New(c.logs.handler())))
+	}
+	if len(skips) > 0 {
+		return nil, &skipError{strings.Join(skips, "; ")}
 	}
 	p, err := mongopool.New(uri, opts...)
 	if err != nil {
@@ -94,38 +138,58 @@ func newClient(where string, spec bson.RawValue, base string, sessions bool, top
 	return c, nil
 }
 
-// clientURI adds uriOptions to base and returns the result and the retryReads
-// the client runs with.
-func clientURI(base string, opts bson.Raw) (uri string, retryReads bool, err error) {
-	retryReads = true
+func appendSkip(skips []string, skip string) []string {
+	if skip == "" {
+		return skips
+	}
+	return append(skips, skip)
+}
+
+// clientURI adds uriOptions to base and returns the result, and the reasons
+// to skip the test for options the clients may leave out; it sets the
+// client's retryReads and retryWrites.
+func (c *client) clientURI(base string, opts bson.Raw) (uri string, skips []string, err error) {
+	c.retryReads, c.retryWrites = true, true
 	if opts == nil {
-		return base, retryReads, nil
+		return base, nil, nil
 	}
 	elems, err := opts.Elements()
 	if err != nil {
-		return "", false, fmt.Errorf("uriOptions: %w", err)
+		return "", nil, fmt.Errorf("uriOptions: %w", err)
 	}
 	var q []string
 	for _, e := range elems {
 		k, v := e.Key(), e.Value()
+		if why, ok := skippedURIOptions[strings.ToLower(k)]; ok {
+			skips = append(skips, fmt.Sprintf("uriOptions.%s: the clients do not support %s", k, why))
+			continue
+		}
 		if !slices.Contains(clientURIOptions, strings.ToLower(k)) {
-			return "", false, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
+			return "", nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
 		}
 		if _, _, ok := operator(v); ok {
-			return "", false, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
+			return "", nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
 		}
 		s, err := uriValue(v)
 		if err != nil {
-			return "", false, fmt.Errorf("uriOptions.%s: %w", k, err)
+			return "", nil, fmt.Errorf("uriOptions.%s: %w", k, err)
 		}
-		if strings.EqualFold(k, "retryReads") {
-			if retryReads, err = strconv.ParseBool(s); err != nil {
-				return "", false, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
+		for _, retry := range []struct {
+			name string
+			flag *bool
+		}{{"retryReads", &c.retryReads}, {"retryWrites", &c.retryWrites}} {
+			if strings.EqualFold(k, retry.name) {
+				if *retry.flag, err = strconv.ParseBool(s); err != nil {
+					return "", nil, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
+				}
 			}
 		}
 		q = append(q, escape(k)+"="+s)
 	}
-	return base + "?" + strings.Join(q, "&"), retryReads, nil
+	if len(q) == 0 {
+		return base, skips, nil
+	}
+	return base + "?" + strings.Join(q, "&"), skips, nil
 }
 
 // uriValue writes a uriOptions value as a connection string does.

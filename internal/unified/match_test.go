@@ -176,25 +176,36 @@ func TestSchemaVersion(t *testing.T) {
 func TestClientURI(t *testing.T) {
 	const base = "mongodb://u:p@127.0.0.1:1/"
 	opts := func(s string) bson.Raw { return ej(t, s).Document() }
-	uri, retry, err := clientURI(base, opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000, "authMechanismProperties": {"A": "b:c"}}`))
+	var c client
+	uri, skips, err := c.clientURI(base, opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000, "authMechanismProperties": {"A": "b:c"}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := base + "?retryReads=false&appname=my%20app&heartbeatFrequencyMS=10000&authMechanismProperties=A:b%3Ac"
-	if uri != want || retry {
-		t.Fatalf("clientURI = %q, %v; want %q, false", uri, retry, want)
+	if uri != want || c.retryReads || !c.retryWrites || skips != nil {
+		t.Fatalf("clientURI = %q, %v, retryReads %v, retryWrites %v; want %q, no skip, false, true", uri, skips, c.retryReads, c.retryWrites, want)
 	}
-	if _, retry, _ := clientURI(base, nil); !retry {
-		t.Fatal("retryReads is on by default")
+	if _, _, _ = c.clientURI(base, nil); !c.retryReads || !c.retryWrites {
+		t.Fatal("retryReads and retryWrites are on by default")
+	}
+	if _, _, _ = c.clientURI(base, opts(`{"retryWrites": false}`)); !c.retryReads || c.retryWrites {
+		t.Fatal("retryWrites=false is not applied")
+	}
+	uri, skips, err = c.clientURI(base, opts(`{"waitQueueSize": 10, "maxPoolSize": 1, "WAITQUEUEMULTIPLE": 2}`))
+	if err != nil || uri != base+"?maxPoolSize=1" || len(skips) != 2 ||
+		!strings.Contains(skips[0], "uriOptions.waitQueueSize") || !strings.Contains(skips[1], "uriOptions.WAITQUEUEMULTIPLE") {
+		t.Fatalf("clientURI with options to skip = %q, %q, %v", uri, skips, err)
 	}
 	for in, msg := range map[string]string{
-		`{"readPreference": "secondary"}`:              "do not apply",
-		`{"appname": {"$$placeholder": 1}}`:            "no value to put in its place",
-		`{"retryReads": "maybe"}`:                      "not a boolean",
-		`{"maxPoolSize": [1]}`:                         "not a value",
-		`{"authMechanismProperties": {"A": {"b": 1}}}`: "not a value",
+		`{"readPreference": "secondary"}`:                      "do not apply",
+		`{"appname": {"$$placeholder": 1}}`:                    "no value to put in its place",
+		`{"retryReads": "maybe"}`:                              "not a boolean",
+		`{"retryWrites": "maybe"}`:                             "not a boolean",
+		`{"maxPoolSize": [1]}`:                                 "not a value",
+		`{"authMechanismProperties": {"A": {"b": 1}}}`:         "not a value",
+		`{"waitQueueSize": 1, "serverMonitoringMode": "poll"}`: "serverMonitoringMode",
 	} {
-		if _, _, err := clientURI(base, opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
+		if _, _, err := c.clientURI(base, opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("clientURI(%s): %v, want an error with %q", in, err, msg)
 		}
 	}

@@ -76,9 +76,10 @@ func RunFile(t *testing.T, path string) {
 
 // file is a test file's top level, checked.
 type file struct {
-	reqs     []bson.RawValue // runOnRequirements, nil if none
-	entities []bson.RawValue // createEntities
-	tests    []bson.RawValue
+	reqs        []bson.RawValue // runOnRequirements, nil if none
+	entities    []bson.RawValue // createEntities
+	initialData []bson.RawValue
+	tests       []bson.RawValue
 }
 
 // loadFile parses a test file (extended JSON) and checks its top level.
@@ -88,15 +89,14 @@ func loadFile(data []byte) (*file, error) {
 		return nil, fmt.Errorf("not an extended JSON document: %w", err)
 	}
 	o := readObject("file", docValue(raw),
-		[]string{"description", "schemaVersion", "runOnRequirements", "createEntities", "tests", "_yamlAnchors"},
-		"initialData")
+		[]string{"description", "schemaVersion", "runOnRequirements", "createEntities", "initialData", "tests", "_yamlAnchors"})
 	o.str("description", true)
 	if version := o.str("schemaVersion", true); o.err == nil {
 		if err := checkSchemaVersion(version); err != nil {
 			return nil, err
 		}
 	}
-	f := &file{entities: o.array("createEntities", false), tests: o.array("tests", true)}
+	f := &file{entities: o.array("createEntities", false), initialData: o.array("initialData", false), tests: o.array("tests", true)}
 	if o.has("runOnRequirements") {
 		if f.reqs = o.array("runOnRequirements", false); f.reqs == nil {
 			o.fail("runOnRequirements is empty")
@@ -129,11 +129,17 @@ type skipError struct{ reason string }
 func (e *skipError) Error() string { return "skipped: " + e.reason }
 
 // runTest runs one test of f. It returns a *skipError for a test that must
-// not run, and the first failure otherwise (all the failed log expectations
-// together). Its server and clients are closed when t ends.
+// not run, and the first failure otherwise (all the failed log and event
+// expectations together). Its server and clients are closed when t ends.
 func runTest(t *testing.T, f *file, tv bson.RawValue) error {
-	r := &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: map[string]*client{}}
-	return r.run(f.reqs, f.entities, tv)
+	return newTestRun(t, tv).run(f, tv)
+}
+
+// waitTimeout bounds waitForEvent and waitForThread, as the format says.
+const waitTimeout = 10 * time.Second
+
+func newTestRun(t *testing.T, tv bson.RawValue) *testRun {
+	return &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: newEntityMap(), waitTimeout: waitTimeout}
 }
 
 // checkSchemaVersion accepts versions of major 1 up to SchemaVersion.
@@ -152,22 +158,24 @@ func checkSchemaVersion(s string) error {
 // testRun is the state of one test: its server, its entities, the fail
 // points to disable.
 type testRun struct {
-	t          *testing.T
-	where      string
-	ctx        context.Context
-	srv        *mongotest.Server
-	base       string // the server's URI with the runner's credentials
-	internal   *mongopool.Pool
-	server     Server
-	sessions   bool
-	entities   map[string]*client
-	failPoints []string
+	t           *testing.T
+	where       string
+	ctx         context.Context
+	cancel      context.CancelFunc // ends ctx, and the operations of threads
+	srv         *mongotest.Server
+	base        string // the server's URI with the runner's credentials
+	internal    *mongopool.Pool
+	server      Server
+	sessions    bool
+	entities    *entityMap
+	waitTimeout time.Duration // of waitForEvent and waitForThread
+	failPoints  []string
 }
 
-func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) error {
+func (r *testRun) run(f *file, tv bson.RawValue) error {
 	o := readObject(r.where, tv,
-		[]string{"description", "runOnRequirements", "skipReason", "operations", "expectLogMessages"},
-		"expectEvents", "outcome", "expectTracingMessages")
+		[]string{"description", "runOnRequirements", "skipReason", "operations", "expectLogMessages", "expectEvents", "outcome"},
+		"expectTracingMessages")
 	o.str("description", true)
 	skip := o.str("skipReason", false)
 	var reqs []bson.RawValue
@@ -175,9 +183,19 @@ func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) 
 		reqs = o.array("runOnRequirements", false)
 	}
 	ops := o.array("operations", true)
-	var expectLogs []bson.RawValue
+	var expectLogs, expectEvents, outcome []bson.RawValue
 	if o.has("expectLogMessages") {
 		expectLogs = o.array("expectLogMessages", false)
+	}
+	if o.has("expectEvents") {
+		if expectEvents = o.array("expectEvents", false); o.err == nil && len(expectEvents) == 0 {
+			o.fail("expectEvents is empty (it needs one expectedEventsForClient or more)")
+		}
+	}
+	if o.has("outcome") {
+		if outcome = o.array("outcome", false); o.err == nil && len(outcome) == 0 {
+			o.fail("outcome is empty (it needs one collectionData or more)")
+		}
 	}
 	if o.err != nil {
 		return o.err
@@ -185,17 +203,21 @@ func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) 
 	if skip != "" {
 		return &skipError{"skipReason: " + skip}
 	}
+	eventChecks, eventSkip, err := parseExpectEvents(r.where+" expectEvents", expectEvents)
+	if err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	r.t.Cleanup(cancel)
-	r.ctx = ctx
+	r.ctx, r.cancel = ctx, cancel
 	if err := r.start(); err != nil {
 		return err
 	}
 	for _, rq := range []struct {
 		where string
 		reqs  []bson.RawValue
-	}{{"file runOnRequirements", fileReqs}, {r.where + " runOnRequirements", reqs}} {
+	}{{"file runOnRequirements", f.reqs}, {r.where + " runOnRequirements", reqs}} {
 		if rq.reqs == nil {
 			continue
 		}
@@ -207,13 +229,20 @@ func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) 
 			return &skipError{fmt.Sprintf("%s not met: %s", rq.where, why)}
 		}
 	}
+	if eventSkip != "" {
+		return &skipError{eventSkip}
+	}
+	if err := r.loadInitialData(f.initialData); err != nil {
+		return err
+	}
 
 	// Clients are closed at the end, after the checks; fail points are
-	// disabled then too if a failure cut the test short.
+	// disabled then too if a failure cut the test short. Before either,
+	// threads still running are stopped: their operations canceled.
 	r.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, c := range r.entities {
+		for _, c := range all[*client](r.entities) {
 			c.close(ctx)
 		}
 	})
@@ -222,7 +251,8 @@ func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) 
 			r.t.Error(err)
 		}
 	})
-	if err := r.createEntities("createEntities", fileEntities); err != nil {
+	r.t.Cleanup(r.stopThreads)
+	if err := r.createEntities("createEntities", f.entities); err != nil {
 		return err
 	}
 	for i, op := range ops {
@@ -230,17 +260,53 @@ func (r *testRun) run(fileReqs, fileEntities []bson.RawValue, tv bson.RawValue) 
 			return err
 		}
 	}
-	// The operations are done: no more log messages count.
-	for _, c := range r.entities {
+	// Threads not waited for are waited for now: their failures are the
+	// test's.
+	var errs []error
+	for _, th := range all[*thread](r.entities) {
+		if err := th.wait(r.waitTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("%s (not waited for by waitForThread): %w", r.where, err))
+		}
+	}
+	// The operations are done: no more log messages or events count.
+	for _, c := range all[*client](r.entities) {
 		if c.logs != nil {
 			c.logs.stop()
 		}
+		if c.events != nil {
+			c.events.stop()
+		}
 	}
-	errs := []error{r.disableFailPoints()}
+	for _, l := range all[*eventList](r.entities) {
+		l.stop()
+	}
+	if err := r.disableFailPoints(); err != nil || len(errs) > 0 {
+		return errors.Join(append(errs, err)...)
+	}
 	for i, e := range expectLogs {
 		errs = append(errs, r.checkLogs(fmt.Sprintf("%s expectLogMessages[%d]", r.where, i), e))
 	}
+	for _, c := range eventChecks {
+		errs = append(errs, r.checkEvents(c))
+	}
+	errs = append(errs, r.checkOutcome(outcome))
 	return errors.Join(errs...)
+}
+
+// stopThreads ends the threads at the end of a test: their operations are
+// canceled, and they are given the format's waitTimeout to return (not the
+// run's, which a test may have shortened).
+func (r *testRun) stopThreads() {
+	threads := all[*thread](r.entities)
+	if len(threads) == 0 {
+		return
+	}
+	r.cancel()
+	for _, th := range threads {
+		if err := th.wait(waitTimeout); errors.Is(err, errThreadTimeout) {
+			r.t.Errorf("%s: %v", r.where, err)
+		}
+	}
 }
 
 // start starts the test's server, with the runner's user, and learns what
@@ -330,29 +396,6 @@ func topologyOf(hello bson.Raw) string {
 	return "single"
 }
 
-// createEntities creates the entities of a createEntities list.
-func (r *testRun) createEntities(where string, list []bson.RawValue) error {
-	for i, e := range list {
-		w := fmt.Sprintf("%s[%d]", where, i)
-		o := readObject(w, e, []string{"client"},
-			"clientEncryption", "database", "collection", "session", "bucket", "thread")
-		spec, _ := o.value("client", true)
-		if o.err != nil {
-			return o.err
-		}
-		c, err := newClient(w+".client", spec, r.base, r.sessions, r.server.Topology)
-		if err != nil {
-			return err
-		}
-		if _, dup := r.entities[c.id]; dup {
-			c.close(r.ctx)
-			return fmt.Errorf("%s: an entity named %q already exists", w, c.id)
-		}
-		r.entities[c.id] = c
-	}
-	return nil
-}
-
 // operation runs one operation and checks its outcome.
 func (r *testRun) operation(where string, v bson.RawValue) error {
 	o := readObject(where, v,
@@ -371,59 +414,28 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 	if ignore && (wantErr || wantResult) {
 		return fmt.Errorf("%s: ignoreResultAndError with expectError or expectResult", where)
 	}
+	if wantErr && wantResult {
+		return fmt.Errorf("%s: expectError with expectResult", where)
+	}
 
 	if object == "testRunner" {
 		if wantErr || wantResult || ignore {
 			return fmt.Errorf("%s: a special operation has no result or error to expect", where)
 		}
-		switch name {
-		case "createEntities":
-			a := readObject(where+" arguments", docValue(args), []string{"entities"})
-			list := a.array("entities", true)
-			if a.err != nil {
-				return a.err
-			}
-			return r.createEntities(where, list)
-		case "failPoint":
-			return r.failPoint(where, args)
-		}
-		return fmt.Errorf("%s: unknown special operation %q", where, name)
+		return r.special(where, name, args)
 	}
 
-	c, ok := r.entities[object]
-	if !ok {
-		return fmt.Errorf("%s: no entity named %q", where, object)
-	}
-	var (
-		result  bson.RawValue
-		err     error
-		results bool // result is an iterable of root-level documents
-	)
-	switch name {
-	case "listDatabases":
-		result, err = r.listDatabases(where, c, args)
-		results = true
-	case "close":
-		if args != nil {
-			return fmt.Errorf("%s: close takes no arguments", where)
-		}
-		c.close(r.ctx)
-	default:
-		return fmt.Errorf("%s: unknown operation %q for a client", where, name)
-	}
-	var argErr *argumentError
-	if errors.As(err, &argErr) {
+	res, err := r.entityOperation(where, name, object, args)
+	var fatal *runnerError
+	if errors.As(err, &fatal) {
 		return err
-	}
-	if err != nil && c.retryReads && retryableRead(err) && name == "listDatabases" {
-		return fmt.Errorf("%s: failed with a retryable error and retryReads is on: a driver would retry it, and the runner's client does not retry: %w", where, err)
 	}
 	switch {
 	case ignore:
 		return nil
 	case wantErr:
 		if err == nil {
-			return fmt.Errorf("%s: succeeded with %s, want an error", where, show(result))
+			return fmt.Errorf("%s: succeeded with %s, want an error", where, show(res.value))
 		}
 		return checkError(where+" expectError", expErr, err)
 	case err != nil:
@@ -431,14 +443,15 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 	}
 	if wantResult {
 		var merr error
-		if ea, ok := expResult.ArrayOK(); ok && results {
-			aa, ok := result.ArrayOK()
+		if ea, ok := expResult.ArrayOK(); ok && res.iterable {
+			aa, ok := res.value.ArrayOK()
 			if !ok {
-				return fmt.Errorf("%s: the result %s is not an array", where, show(result))
+				return fmt.Errorf("%s: the result %s is not an array", where, show(res.value))
 			}
 			merr = matchArray("", ea, aa, true)
 		} else {
-			merr = Match(expResult, result, results)
+			// A document result is a root-level document.
+			merr = Match(expResult, res.value, true)
 		}
 		if merr != nil {
 			return fmt.Errorf("%s: expectResult: %w", where, merr)
@@ -447,49 +460,63 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 	return nil
 }
 
-// argumentError is a problem with an operation's arguments: the test fails
-// with it whatever it expects.
-type argumentError struct{ err error }
-
-func (e *argumentError) Error() string { return e.err.Error() }
-func (e *argumentError) Unwrap() error { return e.err }
-
-// listDatabases runs the client operation and returns the databases.
-func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (bson.RawValue, error) {
-	cmd := bson.D{{Key: "listDatabases", Value: 1}}
-	if args != nil {
-		a := readObject(where+" arguments", docValue(args),
-			[]string{"filter", "nameOnly", "authorizedDatabases", "comment"}, "session")
+// special runs a special operation, one on the test runner.
+func (r *testRun) special(where, name string, args bson.Raw) error {
+	switch name {
+	case "createEntities":
+		a := arguments(where, args, []string{"entities"})
+		list := a.array("entities", true)
 		if a.err != nil {
-			return bson.RawValue{}, &argumentError{a.err}
+			return a.err
 		}
-		elems, _ := args.Elements()
-		for _, e := range elems {
-			cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+		return r.createEntities(where, list)
+	case "failPoint":
+		return r.failPoint(where, args)
+	case "runOnThread":
+		return r.runOnThread(where, args)
+	case "waitForThread":
+		return r.waitForThread(where, args)
+	case "waitForEvent":
+		return r.waitForEvent(where, args)
+	case "assertEventCount":
+		return r.assertEventCount(where, args)
+	case "wait":
+		a := arguments(where, args, []string{"ms"})
+		ms, _ := a.integer("ms", true)
+		if a.err == nil && ms < 0 {
+			a.fail("ms %d is negative", ms)
 		}
+		if a.err != nil {
+			return a.err
+		}
+		return sleep(r.ctx, time.Duration(ms)*time.Millisecond)
 	}
-	reply, err := c.command(r.ctx, "admin", cmd)
-	if err != nil {
-		return bson.RawValue{}, err
+	return fmt.Errorf("%s: unknown special operation %q", where, name)
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	dbs, err := reply.LookupErr("databases")
-	if err != nil || dbs.Type != bson.TypeArray {
-		return bson.RawValue{}, fmt.Errorf("listDatabases replied without a databases array: %s", reply)
-	}
-	return dbs, nil
 }
 
 // failPoint sets a fail point through a client entity and records it.
 func (r *testRun) failPoint(where string, args bson.Raw) error {
-	a := readObject(where+" arguments", docValue(args), []string{"client", "failPoint"})
+	a := arguments(where, args, []string{"client", "failPoint"})
 	id := a.str("client", true)
 	fp := a.document("failPoint", true)
 	if a.err != nil {
 		return a.err
 	}
-	c, ok := r.entities[id]
-	if !ok {
-		return fmt.Errorf("%s: no client entity named %q", where, id)
+	c, err := entity[*client](r, where, id)
+	if err != nil {
+		return err
 	}
 	fpName, ok := fp.Lookup("configureFailPoint").StringValueOK()
 	if !ok {
@@ -615,9 +642,9 @@ func (r *testRun) checkLogs(where string, v bson.RawValue) error {
 	if o.err != nil {
 		return o.err
 	}
-	c, ok := r.entities[id]
-	if !ok {
-		return fmt.Errorf("%s: no client entity named %q", where, id)
+	c, err := entity[*client](r, where, id)
+	if err != nil {
+		return err
 	}
 	if c.logs == nil {
 		return fmt.Errorf("%s: the client %q does not observe log messages", where, id)

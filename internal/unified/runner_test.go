@@ -3,6 +3,8 @@ package unified
 import (
 	"errors"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool/internal/leakcheck"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: the runner has
@@ -27,6 +30,22 @@ func runJSON(t *testing.T, js string) error {
 		t.Fatalf("want one test, got %d", len(f.tests))
 	}
 	return runTest(t, f, f.tests[0])
+}
+
+// runJSONWith runs the only test of a file given as JSON, with the run set
+// up by setup, and returns the run, entities included.
+func runJSONWith(t *testing.T, js string, setup func(*testRun)) (*testRun, error) {
+	t.Helper()
+	f, err := loadFile([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.tests) != 1 {
+		t.Fatalf("want one test, got %d", len(f.tests))
+	}
+	r := newTestRun(t, f.tests[0])
+	setup(r)
+	return r, r.run(f, f.tests[0])
 }
 
 // closeTest creates an observed client and closes it: its messages are
@@ -78,7 +97,7 @@ func TestRunner(t *testing.T) {
 		{"unknown operation", `{"description": "f", "schemaVersion": "1.13", "createEntities": [{"client": {"id": "c"}}],
 			"tests": [{"description": "t", "operations": [{"name": "insertOne", "object": "c", "arguments": {"document": {}}}]}]}`, `unknown operation "insertOne"`},
 		{"unsupported uriOption", closeTest(`, "uriOptions": {"readPreference": "secondary"}`, exact), "readPreference"},
-		{"unsupported client field", closeTest(`, "observeEvents": ["poolCreatedEvent"]`, exact), `does not support "observeEvents"`},
+		{"unsupported client field", closeTest(`, "awaitMinPoolSizeMS": 1000`, exact), `does not support "awaitMinPoolSizeMS"`},
 		{"unknown client field", closeTest(`, "observeLogs": {}`, exact), `unknown field "observeLogs"`},
 		{"unknown log component", closeTest("", `{"client": "client", "messages": [{"level": "debug", "component": "pool", "data": {}}]}`), `unknown log component "pool"`},
 		{"unknown level", closeTest("", `{"client": "client", "messages": [{"level": "verbose", "component": "connection", "data": {}}]}`), `unknown log level "verbose"`},
@@ -89,8 +108,8 @@ func TestRunner(t *testing.T) {
 		{"requirements met", `{"description": "f", "schemaVersion": "1.13", "runOnRequirements": [{"topologies": ["single"], "serverless": "forbid"}],
 			"tests": [{"description": "t", "runOnRequirements": [{"auth": true, "minServerVersion": "4.0"}], "operations": []}]}`, ""},
 		{"skipReason", `{"description": "f", "schemaVersion": "1.13", "tests": [{"description": "t", "skipReason": "why", "operations": []}]}`, "skip:"},
-		{"unsupported test field", `{"description": "f", "schemaVersion": "1.13", "tests": [{"description": "t", "operations": [], "expectEvents": []}]}`, `does not support "expectEvents"`},
-		{"unsupported file field", `{"description": "f", "schemaVersion": "1.13", "initialData": [], "tests": [{"description": "t", "operations": []}]}`, `does not support "initialData"`},
+		{"unsupported test field", `{"description": "f", "schemaVersion": "1.13", "tests": [{"description": "t", "operations": [], "expectTracingMessages": {}}]}`, `does not support "expectTracingMessages"`},
+		{"unknown file field", `{"description": "f", "schemaVersion": "1.13", "initialDocuments": [], "tests": [{"description": "t", "operations": []}]}`, `unknown field "initialDocuments"`},
 		{"newer schema", `{"description": "f", "schemaVersion": "1.99", "tests": [{"description": "t", "operations": []}]}`, "schemaVersion 1.99 is not supported"},
 		{"unknown special operation", `{"description": "f", "schemaVersion": "1.13", "tests": [{"description": "t", "operations": [
 			{"name": "assertSessionPinned", "object": "testRunner", "arguments": {}}]}]}`, `unknown special operation "assertSessionPinned"`},
@@ -121,20 +140,27 @@ func TestRunner(t *testing.T) {
 				{"name": "failPoint", "object": "testRunner", "arguments": {"client": "c", "failPoint": {"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": {"failCommands": ["listDatabases"], "closeConnection": true}}}},
 				{"name": "listDatabases", "object": "c", "expectError": {"isClientError": true}}]}]}`, "a driver would retry it"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := runJSON(t, tc.js)
-			var skip *skipError
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("want a pass, got %v", err)
-			case strings.HasPrefix(tc.want, "skip:"):
-				if !errors.As(err, &skip) {
-					t.Fatalf("want a skip, got %v", err)
-				}
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("got %v, want an error with %q", err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkOutcome(t, runJSON(t, tc.js), tc.want) })
+	}
+}
+
+// checkOutcome checks a test's outcome against want: "" for a pass, "skip:"
+// and a substring of the reason for a skip, else a substring of the error.
+func checkOutcome(t *testing.T, err error, want string) {
+	t.Helper()
+	var skip *skipError
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("want a pass, got %v", err)
+	case strings.HasPrefix(want, "skip:"):
+		if !errors.As(err, &skip) {
+			t.Fatalf("want a skip, got %v", err)
+		}
+		if why := strings.TrimPrefix(want, "skip:"); !strings.Contains(skip.reason, why) {
+			t.Fatalf("skipped for %q, want a reason with %q", skip.reason, why)
+		}
+	case want != "" && (err == nil || errors.As(err, &skip) || !strings.Contains(err.Error(), want)):
+		t.Fatalf("got %v, want an error with %q", err, want)
 	}
 }
 
@@ -194,6 +220,421 @@ func TestCapture(t *testing.T) {
 		slog.LevelInfo + 2: "notice", slog.LevelWarn: "warn", slog.LevelError: "error", slog.LevelError + 12: "emergency"} {
 		if got := LevelName(l); got != name {
 			t.Errorf("LevelName(%v) = %s, want %s", l, got, name)
+		}
+	}
+}
+
+// oneTest builds a file of one test from JSON fragments: top goes into the
+// file's top level (after a comma), test into the test's.
+func oneTest(top, test string) string {
+	return `{"description": "f", "schemaVersion": "1.4"` + top + `, "tests": [{"description": "t"` + test + `}]}`
+}
+
+// The eleven CMAP event types, as observeEvents names them.
+const allCMAP = `["poolCreatedEvent", "poolReadyEvent", "poolClearedEvent", "poolClosedEvent",
+	"connectionCreatedEvent", "connectionReadyEvent", "connectionClosedEvent", "connectionCheckOutStartedEvent",
+	"connectionCheckOutFailedEvent", "connectionCheckedOutEvent", "connectionCheckedInEvent"]`
+
+// Entities and operations the tests below share: client c (observing what
+// it is given), database d on it, collection coll in d.
+func entities(clientExtra string) string {
+	return `, "createEntities": [{"client": {"id": "c"` + clientExtra + `}},
+		{"database": {"id": "d", "client": "c", "databaseName": "db"}},
+		{"collection": {"id": "coll", "database": "d", "collectionName": "coll"}}]`
+}
+
+const (
+	pingOp  = `{"name": "runCommand", "object": "d", "arguments": {"commandName": "ping", "command": {"ping": 1}}}`
+	closeOp = `{"name": "close", "object": "c"}`
+	// failNextPing makes the next ping close its connection: a network error
+	// that clears the pool.
+	failNextPing = `{"name": "failPoint", "object": "testRunner", "arguments": {"client": "c", "failPoint":
+		{"configureFailPoint": "failCommand", "mode": {"times": 1}, "data": {"failCommands": ["ping"], "closeConnection": true}}}}`
+	failedPingOp = `{"name": "runCommand", "object": "d", "arguments": {"commandName": "ping", "command": {"ping": 1}},
+		"expectError": {"isClientError": true}}`
+)
+
+// pingAndClose is the CMAP events of a ping on a new client, then its close:
+// one connection made, the ping, the endSessions of close, the pool closed.
+var pingAndClose = []string{
+	`{"poolCreatedEvent": {}}`, `{"poolReadyEvent": {}}`,
+	`{"connectionCheckOutStartedEvent": {}}`, `{"connectionCreatedEvent": {}}`, `{"connectionReadyEvent": {}}`,
+	`{"connectionCheckedOutEvent": {}}`, `{"connectionCheckedInEvent": {}}`,
+	`{"connectionCheckOutStartedEvent": {}}`, `{"connectionCheckedOutEvent": {}}`, `{"connectionCheckedInEvent": {}}`,
+	`{"connectionClosedEvent": {"reason": "poolClosed"}}`, `{"poolClosedEvent": {}}`,
+}
+
+// cmapTest observes the CMAP events of client c, runs ops and expects events.
+func cmapTest(observe, ops, expect string) string {
+	return oneTest(entities(`, "observeEvents": `+observe), `, "operations": [`+ops+`], "expectEvents": [`+expect+`]`)
+}
+
+// expectCMAP is an expectedEventsForClient of c, of eventType cmap; extra
+// goes into it (after a comma).
+func expectCMAP(extra string, events ...string) string {
+	return `{"client": "c", "eventType": "cmap", "events": [` + strings.Join(events, ", ") + `]` + extra + `}`
+}
+
+// The runner observes the CMAP events of its clients and matches them with
+// expectEvents, waitForEvent and assertEventCount by the format's rules.
+func TestRunnerEvents(t *testing.T) {
+	n := len(pingAndClose)
+	wrongReason := append(append([]string(nil), pingAndClose[:n-2]...), `{"connectionClosedEvent": {"reason": "stale"}}`, pingAndClose[n-1])
+	cleared := func(ops string) string {
+		return cmapTest(`["poolClearedEvent"]`, pingOp+`, `+failNextPing+`, `+failedPingOp+ops, expectCMAP(`, "ignoreExtraEvents": true`))
+	}
+	for _, tc := range []struct {
+		name string
+		js   string
+		want string // as checkOutcome takes it
+	}{
+		{"all events in order", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP("", pingAndClose...)), ""},
+		{"a missing event", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP("", append(pingAndClose, `{"poolClosedEvent": {}}`)...)), "missing events[12]"},
+		{"an extra event", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP("", pingAndClose[:n-1]...)), "the extra ones"},
+		{"ignoreExtraEvents", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP(`, "ignoreExtraEvents": true`, pingAndClose[:3]...)), ""},
+		{"out of order", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP("", append([]string{pingAndClose[1], pingAndClose[0]}, pingAndClose[2:]...)...)), "events[0] does not match"},
+		{"a wrong reason", cmapTest(allCMAP, pingOp+", "+closeOp, expectCMAP("", wrongReason...)), `reason "poolClosed", want "stale"`},
+		{"no events expected", cmapTest(allCMAP, pingOp, expectCMAP("")), "the extra ones"},
+		{"only the observed types", cmapTest(`["connectionCheckedInEvent", "poolClosedEvent"]`, pingOp+", "+closeOp,
+			expectCMAP("", `{"connectionCheckedInEvent": {}}`, `{"connectionCheckedInEvent": {}}`, `{"poolClosedEvent": {}}`)), ""},
+		{"an unknown event type observed", cmapTest(`["poolCreated"]`, pingOp, expectCMAP("")), `unknown event type "poolCreated"`},
+		{"an unknown event type expected", cmapTest(allCMAP, pingOp, expectCMAP("", `{"poolCreated": {}}`)), `unknown event type "poolCreated"`},
+		{"an SDAM event observed", cmapTest(`["poolClearedEvent", "serverDescriptionChangedEvent"]`, pingOp, expectCMAP("")),
+			"skip:the client emits no serverDescriptionChangedEvent yet"},
+		{"command events expected", cmapTest(allCMAP, pingOp, `{"client": "c", "events": [{"commandStartedEvent": {"commandName": "ping"}}]}`),
+			"skip:the client emits no commandStartedEvent yet"},
+		{"an empty list of command events: the client observes none", cmapTest(allCMAP, pingOp, `{"client": "c", "eventType": "command", "events": []}`), ""},
+		{"a command event in a cmap list", cmapTest(allCMAP, pingOp, expectCMAP("", `{"commandStartedEvent": {}}`)), "not a cmap event"},
+		{"an unknown eventType", cmapTest(allCMAP, pingOp, `{"client": "c", "eventType": "pool", "events": []}`), `unknown eventType "pool"`},
+		{"an assertion on an event that has none", cmapTest(allCMAP, pingOp, expectCMAP("", `{"poolCreatedEvent": {"address": "x"}}`)), `unknown field "address"`},
+		{"expectEvents for a client that observes none", oneTest(entities(""), `, "operations": [`+pingOp+`], "expectEvents": [`+expectCMAP("")+`]`),
+			`the client "c" observes no events`},
+		{"ignoreCommandMonitoringEvents", cmapTest(`["poolClosedEvent"], "ignoreCommandMonitoringEvents": ["ping"]`, pingOp, expectCMAP("")), ""},
+		{"poolClearedEvent fields", cleared(`, {"name": "waitForEvent", "object": "testRunner", "arguments": {"client": "c",
+			"event": {"poolClearedEvent": {"hasServiceId": false, "interruptInUseConnections": false}}, "count": 1}},
+			{"name": "assertEventCount", "object": "testRunner", "arguments": {"client": "c", "event": {"poolClearedEvent": {}}, "count": 1}}`), ""},
+		{"assertEventCount: a count that differs", cleared(`, {"name": "waitForEvent", "object": "testRunner", "arguments": {"client": "c",
+			"event": {"poolClearedEvent": {}}, "count": 1}},
+			{"name": "assertEventCount", "object": "testRunner", "arguments": {"client": "c", "event": {"poolClearedEvent": {}}, "count": 2}}`),
+			"1 matching events, want 2"},
+		{"assertEventCount: fewer than observed", cleared(`, {"name": "waitForEvent", "object": "testRunner", "arguments": {"client": "c",
+			"event": {"poolClearedEvent": {}}, "count": 1}},
+			{"name": "assertEventCount", "object": "testRunner", "arguments": {"client": "c", "event": {"poolClearedEvent": {}}, "count": 0}}`),
+			"1 matching events, want 0"},
+		{"assertEventCount: interruptInUseConnections differs", cleared(`, {"name": "waitForEvent", "object": "testRunner", "arguments": {"client": "c",
+			"event": {"poolClearedEvent": {}}, "count": 1}},
+			{"name": "assertEventCount", "object": "testRunner", "arguments": {"client": "c", "event": {"poolClearedEvent": {"interruptInUseConnections": true}}, "count": 1}}`),
+			"0 matching events, want 1"},
+		{"assertEventCount: fields that differ", cleared(`, {"name": "waitForEvent", "object": "testRunner", "arguments": {"client": "c",
+			"event": {"poolClearedEvent": {}}, "count": 1}},
+			{"name": "assertEventCount", "object": "testRunner", "arguments": {"client": "c", "event": {"poolClearedEvent": {"hasServiceId": true}}, "count": 1}}`),
+			"0 matching events, want 1"},
+		{"assertEventCount of an event not observed", cmapTest(`["poolClearedEvent"]`, pingOp+`, {"name": "assertEventCount", "object": "testRunner",
+			"arguments": {"client": "c", "event": {"connectionReadyEvent": {}}, "count": 0}}`, expectCMAP("")), "does not observe connectionReadyEvent"},
+		{"waitForEvent of an SDAM event", cmapTest(`["poolClearedEvent"]`, `{"name": "waitForEvent", "object": "testRunner",
+			"arguments": {"client": "c", "event": {"serverDescriptionChangedEvent": {}}, "count": 1}}`, expectCMAP("")),
+			"skip:the client emits no serverDescriptionChangedEvent yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkOutcome(t, runJSON(t, tc.js), tc.want) })
+	}
+}
+
+// initialData puts three documents in db.coll.
+const initialData = `, "initialData": [{"databaseName": "db", "collectionName": "coll", "documents": [{"_id": 1, "x": "a"}, {"_id": 2, "x": "b"}, {"_id": 3, "x": "c"}]}]`
+
+// opsTest is a file of one test: entities c, d and coll, top in the file
+// (after a comma), and the operations ops.
+func opsTest(top, ops string) string {
+	return oneTest(entities("")+top, `, "operations": [`+ops+`]`)
+}
+
+// findOp is a find on coll with the arguments args, expecting result.
+func findOp(args, result string) string {
+	return `{"name": "find", "object": "coll", "arguments": {` + args + `}, "expectResult": ` + result + `}`
+}
+
+// The runner runs the database and collection operations the tests use, with
+// initialData loaded before each test.
+func TestRunnerOperations(t *testing.T) {
+	all := `[{"_id": 1, "x": "a"}, {"_id": 2, "x": "b"}, {"_id": 3, "x": "c"}]`
+	for _, tc := range []struct {
+		name string
+		js   string
+		want string // as checkOutcome takes it
+	}{
+		{"initialData and find", opsTest(initialData, findOp(`"filter": {}`, all)), ""},
+		{"find: a result that differs", opsTest(initialData, findOp(`"filter": {}`, `[{"_id": 1}, {"_id": 2}]`)), "expectResult"},
+		{"find: documents are root-level", opsTest(initialData, findOp(`"filter": {"x": "b"}`, `[{"_id": 2}]`)), ""},
+		{"find: batches gathered with getMore", opsTest(initialData, findOp(`"filter": {}, "batchSize": 1`, all)), ""},
+		{"find: limit", opsTest(initialData, findOp(`"filter": {}, "batchSize": 1, "limit": 2`, `[{"_id": 1}, {"_id": 2}]`)), ""},
+		{"find: sort", opsTest(initialData, findOp(`"filter": {}, "sort": {"_id": -1}, "batchSize": 1`, `[{"_id": 3}, {"_id": 2}, {"_id": 1}]`)), ""},
+		{"find: skip", opsTest(initialData, findOp(`"filter": {}, "skip": 1`, `[{"_id": 2}, {"_id": 3}]`)), ""},
+		{"countDocuments", opsTest(initialData, `{"name": "countDocuments", "object": "coll", "arguments": {"filter": {}}, "expectResult": 3},
+			{"name": "countDocuments", "object": "coll", "arguments": {"filter": {"x": "b"}}, "expectResult": 1},
+			{"name": "countDocuments", "object": "coll", "arguments": {"filter": {}, "skip": 2}, "expectResult": 1},
+			{"name": "countDocuments", "object": "coll", "arguments": {"filter": {}, "limit": 2}, "expectResult": 2},
+			{"name": "countDocuments", "object": "coll", "arguments": {"filter": {"x": "z"}}, "expectResult": 0}`), ""},
+		{"countDocuments: a count that differs", opsTest(initialData, `{"name": "countDocuments", "object": "coll", "arguments": {"filter": {}}, "expectResult": 2}`),
+			"expectResult"},
+		{"aggregate", opsTest(initialData, `{"name": "aggregate", "object": "coll", "arguments": {"pipeline": [{"$match": {}}, {"$sort": {"_id": -1}}], "batchSize": 1},
+			"expectResult": [{"_id": 3}, {"_id": 2}, {"_id": 1}]},
+			{"name": "aggregate", "object": "coll", "arguments": {"pipeline": [{"$match": {"x": "z"}}]}, "expectResult": []}`), ""},
+		{"aggregate: a result that differs", opsTest(initialData, `{"name": "aggregate", "object": "coll", "arguments": {"pipeline": [{"$sort": {"_id": 1}}]},
+			"expectResult": [{"_id": 3}, {"_id": 2}, {"_id": 1}]}`), "expectResult"},
+		{"find: an unknown argument", opsTest(initialData, findOp(`"filter": {}, "hint": "_id_"`, all)), `unknown field "hint"`},
+		{"insertOne", opsTest(initialData, `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 4, "x": "d"}},
+			"expectResult": {"$$unsetOrMatches": {"insertedId": {"$$unsetOrMatches": 4}}}}, `+
+			findOp(`"filter": {"_id": 4}`, `[{"_id": 4, "x": "d"}]`)), ""},
+		{"insertOne: an _id made by the client", opsTest(initialData, `{"name": "insertOne", "object": "coll", "arguments": {"document": {"x": "d"}}}, `+
+			findOp(`"filter": {"x": "d"}`, `[{"_id": {"$$type": "objectId"}, "x": "d"}]`)), ""},
+		{"insertOne: a duplicate key", opsTest(initialData, `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 1}},
+			"expectError": {"isClientError": false, "errorCode": 11000}}`), ""},
+		{"insertOne: an unexpected write error", opsTest(initialData, `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 1}}}`), "E11000"},
+		{"insertMany", opsTest(initialData, `{"name": "insertMany", "object": "coll", "arguments": {"documents": [{"_id": 4}, {"_id": 5}]},
+			"expectResult": {"$$unsetOrMatches": {"insertedIds": {"$$unsetOrMatches": {"0": 4, "1": 5}}}}}, `+
+			findOp(`"filter": {}`, `[{"_id": 1}, {"_id": 2}, {"_id": 3}, {"_id": 4}, {"_id": 5}]`)), ""},
+		{"insertMany: unordered", opsTest(initialData, `{"name": "insertMany", "object": "coll", "arguments": {"documents": [{"_id": 1}, {"_id": 5}], "ordered": false},
+			"expectError": {"errorCode": 11000}}, `+findOp(`"filter": {"_id": 5}`, `[{"_id": 5}]`)), ""},
+		{"a network error on a write, with retryWrites on: a driver does not retry writes on a single server", opsTest(initialData,
+			`{"name": "failPoint", "object": "testRunner", "arguments": {"client": "c", "failPoint": {"configureFailPoint": "failCommand",
+				"mode": {"times": 1}, "data": {"failCommands": ["insert"], "closeConnection": true}}}},
+			{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 4}}, "expectError": {"isClientError": true}}`), ""},
+		{"a network error on a find, with retryReads on", opsTest(initialData,
+			`{"name": "failPoint", "object": "testRunner", "arguments": {"client": "c", "failPoint": {"configureFailPoint": "failCommand",
+				"mode": {"times": 1}, "data": {"failCommands": ["find"], "closeConnection": true}}}},
+			{"name": "find", "object": "coll", "arguments": {"filter": {}}, "expectError": {"isClientError": true}}`), "a driver would retry it"},
+		{"runCommand", opsTest("", `{"name": "runCommand", "object": "d", "arguments": {"commandName": "ping", "command": {"ping": 1},
+			"readPreference": {"mode": "primary"}}, "expectResult": {"ok": 1}}`), ""},
+		{"runCommand: commandName differs", opsTest("", `{"name": "runCommand", "object": "d", "arguments": {"commandName": "hello", "command": {"ping": 1}}}`),
+			`commandName "hello"`},
+		{"runCommand: a read preference other than primary", opsTest("", `{"name": "runCommand", "object": "d", "arguments": {"commandName": "ping", "command": {"ping": 1},
+			"readPreference": {"mode": "secondary"}}}`), "readPreference"},
+		{"runCommand: a session", opsTest("", `{"name": "runCommand", "object": "d", "arguments": {"commandName": "ping", "command": {"ping": 1}, "session": "s"}}`),
+			`does not support "session"`},
+		{"an unknown collection operation", opsTest("", `{"name": "updateOne", "object": "coll", "arguments": {"filter": {}, "update": {}}}`),
+			`unknown operation "updateOne" for a collection`},
+		{"a database of a missing client", oneTest(`, "createEntities": [{"database": {"id": "d", "client": "c", "databaseName": "db"}}]`, `, "operations": []`),
+			`no entity named "c"`},
+		{"a collection of a client", oneTest(`, "createEntities": [{"client": {"id": "c"}}, {"collection": {"id": "coll", "database": "c", "collectionName": "x"}}]`,
+			`, "operations": []`), `"c" is a client, not a database`},
+		{"collectionOptions", oneTest(`, "createEntities": [{"client": {"id": "c"}}, {"database": {"id": "d", "client": "c", "databaseName": "db"}},
+			{"collection": {"id": "coll", "database": "d", "collectionName": "x", "collectionOptions": {}}}]`, `, "operations": []`),
+			`does not support "collectionOptions"`},
+		{"initialData: an empty collection is created", opsTest(`, "initialData": [{"databaseName": "db", "collectionName": "empty", "documents": []}]`,
+			`{"name": "runCommand", "object": "d", "arguments": {"commandName": "listCollections", "command": {"listCollections": 1, "nameOnly": true}},
+			"expectResult": {"cursor": {"$$matchAsRoot": {"firstBatch": [{"name": "empty", "type": "collection"}]}}}}`), ""},
+		{"outcome", oneTest(entities("")+initialData, `, "operations": [{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 4}}}],
+			"outcome": [{"databaseName": "db", "collectionName": "coll", "documents": [{"x": "a", "_id": 1}, {"_id": 2, "x": "b"}, {"_id": 3, "x": "c"}, {"_id": 4}]}]`), ""},
+		{"outcome: a document missing", oneTest(entities("")+initialData, `, "operations": [],
+			"outcome": [{"databaseName": "db", "collectionName": "coll", "documents": [{"_id": 1, "x": "a"}, {"_id": 2, "x": "b"}]}]`), "db.coll holds"},
+		{"outcome: a field more", oneTest(entities("")+initialData, `, "operations": [],
+			"outcome": [{"databaseName": "db", "collectionName": "coll", "documents": [{"_id": 1}, {"_id": 2, "x": "b"}, {"_id": 3, "x": "c"}]}]`), "db.coll holds"},
+		{"outcome: a type that differs", oneTest(entities("")+initialData, `, "operations": [],
+			"outcome": [{"databaseName": "db", "collectionName": "coll", "documents": [{"_id": {"$numberLong": "1"}, "x": "a"}, {"_id": 2, "x": "b"}, {"_id": 3, "x": "c"}]}]`), "db.coll holds"},
+		{"outcome: an empty collection", oneTest(entities(""), `, "operations": [],
+			"outcome": [{"databaseName": "db", "collectionName": "none", "documents": []}]`), ""},
+		{"wait", opsTest("", `{"name": "wait", "object": "testRunner", "arguments": {"ms": 1}}`), ""},
+		{"wait without ms", opsTest("", `{"name": "wait", "object": "testRunner", "arguments": {}}`), `missing required field "ms"`},
+		{"waitQueueSize", oneTest(`, "createEntities": [{"client": {"id": "c", "uriOptions": {"waitQueueSize": 10}}}]`, `, "operations": []`),
+			"skip:uriOptions.waitQueueSize"},
+		{"waitQueueMultiple", oneTest(`, "createEntities": [{"client": {"id": "c", "uriOptions": {"waitQueueMultiple": 2}}}]`, `, "operations": []`),
+			"skip:uriOptions.waitQueueMultiple"},
+		{"a failure wins over a skip", oneTest(`, "createEntities": [{"client": {"id": "c", "uriOptions": {"waitQueueSize": 10, "readPreference": "secondary"}}}]`,
+			`, "operations": []`), "readPreference"},
+		{"loadBalanced against a server that is not behind a load balancer", oneTest(`, "createEntities": [{"client": {"id": "c", "uriOptions": {"loadBalanced": true}}},
+			{"database": {"id": "d", "client": "c", "databaseName": "db"}}]`, `, "operations": [{"name": "runCommand", "object": "d",
+			"arguments": {"commandName": "ping", "command": {"ping": 1}}, "expectError":
+			{"errorContains": "Driver attempted to initialize in load balancing mode, but the server does not support this mode"}}]`), ""},
+		{"heartbeatFrequencyMS", oneTest(`, "createEntities": [{"client": {"id": "c", "uriOptions": {"heartbeatFrequencyMS": 500, "maxConnecting": 1}}}]`,
+			`, "operations": []`), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkOutcome(t, runJSON(t, tc.js), tc.want) })
+	}
+}
+
+// threadOp runs op on a thread.
+func threadOp(thread, op string) string {
+	return `{"name": "runOnThread", "object": "testRunner", "arguments": {"thread": "` + thread + `", "operation": ` + op + `}}`
+}
+
+// waitForThread waits for a thread.
+func waitForThread(thread string) string {
+	return `{"name": "waitForThread", "object": "testRunner", "arguments": {"thread": "` + thread + `"}}`
+}
+
+// threads creates the thread entities t0 and t1.
+const threads = `{"name": "createEntities", "object": "testRunner", "arguments": {"entities": [{"thread": {"id": "t0"}}, {"thread": {"id": "t1"}}]}}`
+
+// Thread entities run operations concurrently; their failures fail the test.
+func TestRunnerThreads(t *testing.T) {
+	insert := func(id int) string {
+		return `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": ` + strconv.Itoa(id) + `}}}`
+	}
+	for _, tc := range []struct {
+		name string
+		js   string
+		want string // as checkOutcome takes it
+	}{
+		{"operations on threads", opsTest(initialData, threads+", "+threadOp("t0", insert(4))+", "+threadOp("t0", insert(5))+", "+threadOp("t1", insert(6))+", "+
+			waitForThread("t0")+", "+waitForThread("t1")+", "+findOp(`"filter": {"_id": 4}`, `[{"_id": 4}]`)+", "+
+			findOp(`"filter": {"_id": 5}`, `[{"_id": 5}]`)+", "+findOp(`"filter": {"_id": 6}`, `[{"_id": 6}]`)), ""},
+		{"a thread's failure", opsTest(initialData, threads+", "+threadOp("t0", insert(1))+", "+waitForThread("t0")), `thread "t0"`},
+		{"a failure on a thread not waited for", opsTest(initialData, threads+", "+threadOp("t0", insert(1))), `thread "t0"`},
+		{"an unknown thread", opsTest("", threadOp("t9", insert(4))), `no entity named "t9"`},
+		{"waitForThread on a client", opsTest("", waitForThread("c")), `"c" is a client, not a thread`},
+		{"a special operation on a thread", opsTest("", threads+", "+threadOp("t0", `{"name": "wait", "object": "testRunner", "arguments": {"ms": 1}}`)+", "+waitForThread("t0")),
+			"runOnThread runs entity operations"},
+		{"runOnThread after waitForThread", opsTest("", threads+", "+waitForThread("t0")+", "+threadOp("t0", insert(4))), `thread "t0" has been waited for`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkOutcome(t, runJSON(t, tc.js), tc.want) })
+	}
+}
+
+// waitForEvent and waitForThread fail the test, with what they waited for,
+// when it does not come in time.
+func TestRunnerWaitTimeouts(t *testing.T) {
+	short := func(r *testRun) { r.waitTimeout = 50 * time.Millisecond }
+	_, err := runJSONWith(t, cmapTest(`["poolClearedEvent"]`, pingOp+`, {"name": "waitForEvent", "object": "testRunner",
+		"arguments": {"client": "c", "event": {"poolClearedEvent": {}}, "count": 1}}`, expectCMAP("")), short)
+	checkOutcome(t, err, "0 matching events after 50ms, want 1")
+
+	// The insert blocks on the server for longer than the test: the
+	// thread's operation is canceled when the test ends, and its goroutine
+	// ends then (TestMain checks that none is left).
+	block := `{"name": "failPoint", "object": "testRunner", "arguments": {"client": "c", "failPoint": {"configureFailPoint": "failCommand",
+		"mode": {"times": 1}, "data": {"failCommands": ["insert"], "blockConnection": true, "blockTimeMS": 60000}}}}`
+	t.Run("waitForThread", func(t *testing.T) {
+		_, err := runJSONWith(t, opsTest("", block+", "+threads+", "+
+			threadOp("t0", `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 1}}}`)+", "+waitForThread("t0")), short)
+		checkOutcome(t, err, `thread "t0" did not finish its operations within 50ms`)
+	})
+	t.Run("a thread not waited for", func(t *testing.T) {
+		_, err := runJSONWith(t, opsTest("", block+", "+threads+", "+
+			threadOp("t0", `{"name": "insertOne", "object": "coll", "arguments": {"document": {"_id": 1}}}`)), short)
+		checkOutcome(t, err, `(not waited for by waitForThread): thread "t0" did not finish its operations within 50ms`)
+	})
+}
+
+// storeEventsAsEntities keeps the listed events as documents in event list
+// entities, with their name, the time they were observed and the fields of
+// the CMAP specification.
+func TestRunnerStoreEvents(t *testing.T) {
+	store := `, "storeEventsAsEntities": [{"id": "out", "events": ["ConnectionCheckedOutEvent", "PoolCreatedEvent"]},
+		{"id": "closed", "events": ["ConnectionClosedEvent", "PoolClearedEvent"]}], "uriOptions": {"maxPoolSize": 5}`
+	before := time.Now()
+	r, err := runJSONWith(t, oneTest(entities(store), `, "operations": [`+pingOp+", "+failNextPing+", "+failedPingOp+`]`), func(*testRun) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	want := map[string][]string{
+		// The ping, the fail point (set through c), the ping that fails.
+		"out": {`{"name":"PoolCreatedEvent","address":"A","options":{"maxPoolSize":5}}`,
+			`{"name":"ConnectionCheckedOutEvent","address":"A","connectionId":1,"durationMS":"D"}`,
+			`{"name":"ConnectionCheckedOutEvent","address":"A","connectionId":1,"durationMS":"D"}`,
+			`{"name":"ConnectionCheckedOutEvent","address":"A","connectionId":1,"durationMS":"D"}`},
+		"closed": {`{"name":"PoolClearedEvent","address":"A","interruptInUseConnections":false}`,
+			`{"name":"ConnectionClosedEvent","address":"A","connectionId":1,"reason":"error"}`},
+	}
+	for id, docs := range want {
+		l, err := entity[*eventList](r, "test", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := l.documents()
+		if len(got) != len(docs) {
+			t.Fatalf("%s: %d events, want %d: %v", id, len(got), len(docs), got)
+		}
+		for i, d := range got {
+			at, ok := d.Lookup("observedAt").DoubleOK()
+			if !ok || at < float64(before.UnixNano())/1e9-1e-3 || at > float64(after.UnixNano())/1e9+1e-3 {
+				t.Errorf("%s[%d]: observedAt %v is not a time of the test, in seconds", id, i, d.Lookup("observedAt"))
+			}
+			// The values that vary are replaced by their type.
+			elems, err := d.Elements()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m bson.D
+			for _, e := range elems {
+				switch v := e.Value(); {
+				case e.Key() == "observedAt":
+				case e.Key() == "address" && v.Type == bson.TypeString:
+					m = append(m, bson.E{Key: "address", Value: "A"})
+				case e.Key() == "durationMS" && v.Type == bson.TypeDouble && v.Double() > 0:
+					m = append(m, bson.E{Key: "durationMS", Value: "D"})
+				default:
+					m = append(m, bson.E{Key: e.Key(), Value: v})
+				}
+			}
+			js, _ := bson.MarshalExtJSON(m, false, false)
+			if string(js) != docs[i] {
+				t.Errorf("%s[%d] = %s, want %s", id, i, js, docs[i])
+			}
+		}
+	}
+
+	for _, tc := range []struct{ name, store, want string }{
+		{"a name taken", `, "storeEventsAsEntities": [{"id": "c", "events": ["PoolCreatedEvent"]}]`, `an entity named "c" already exists`},
+		{"the format's names", `, "storeEventsAsEntities": [{"id": "e", "events": ["poolCreatedEvent"]}]`, `unknown event type "poolCreatedEvent"`},
+		{"no events", `, "storeEventsAsEntities": [{"id": "e", "events": []}]`, "empty events"},
+		{"command events", `, "storeEventsAsEntities": [{"id": "e", "events": ["PoolCreatedEvent", "CommandStartedEvent"]}]`,
+			"skip:the client emits no CommandStartedEvent yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkOutcome(t, runJSON(t, oneTest(`, "createEntities": [{"client": {"id": "c"`+tc.store+`}}]`, `, "operations": []`)), tc.want)
+		})
+	}
+}
+
+// The listeners stop when the operations end: what the clients emit after
+// does not count.
+func TestRunnerListenersStop(t *testing.T) {
+	r, err := runJSONWith(t, cmapTest(`["poolClosedEvent"], "storeEventsAsEntities": [{"id": "list", "events": ["PoolClosedEvent"]}]`,
+		pingOp, expectCMAP("")), func(*testRun) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := entity[*client](r, "test", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.close(t.Context())
+	if got := c.events.of("cmap"); len(got) != 0 {
+		t.Errorf("observed after the operations:\n%s", dumpEvents(got))
+	}
+	l, err := entity[*eventList](r, "test", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.documents(); len(got) != 0 {
+		t.Errorf("stored after the operations: %v", got)
+	}
+}
+
+// A driver retries a write after a retryable error on replica sets and
+// sharded clusters, not on a single server: the runner's clients, which do
+// not retry, fail the test only where a driver would have retried.
+func TestWriteRetried(t *testing.T) {
+	netErr := &net.OpError{Op: "read", Err: errors.New("connection reset")}
+	for _, tc := range []struct {
+		topology string
+		retry    bool
+		err      error
+		fatal    bool
+	}{
+		{"single", true, netErr, false},
+		{"replicaset", true, netErr, true},
+		{"sharded", true, netErr, true},
+		{"replicaset", false, netErr, false},
+		{"replicaset", true, &wire.CommandError{Code: 11000}, false},
+		{"replicaset", true, &wire.CommandError{Code: 91, Labels: []string{"RetryableWriteError"}}, true},
+		{"replicaset", true, nil, false},
+	} {
+		c := &client{topology: tc.topology, retryWrites: tc.retry}
+		var fatal *runnerError
+		if got := errors.As(writeRetried("op", c, tc.err), &fatal); got != tc.fatal {
+			t.Errorf("%s, retryWrites %v, %v: fails the test %v, want %v", tc.topology, tc.retry, tc.err, got, tc.fatal)
 		}
 	}
 }
