@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,16 +24,19 @@ import (
 // and the part of server discovery and monitoring (SDAM) that a pool to a
 // single server needs: see [New].
 type Pool struct {
-	p    *pool.Pool
-	cs   *connstring.ConnString
-	sdam *sdam
+	p        *pool.Pool
+	cs       *connstring.ConnString
+	sdam     *sdam
+	warnings []string // the connection string's, then New's own
 }
 
 // New parses uri (a mongodb:// or mongodb+srv:// connection string) and returns
 // a ready pool to its single endpoint, configured by the URI's options:
 // maxPoolSize, minPoolSize, maxIdleTimeMS, maxConnecting, waitQueueTimeoutMS,
 // timeoutMS, connectTimeoutMS, socketTimeoutMS, heartbeatFrequencyMS, the tls
-// options, compressors, zlibCompressionLevel, appName, loadBalanced and the
+// options, compressors, zlibCompressionLevel, appName, loadBalanced,
+// serverMonitoringMode ("poll" and "auto" poll; "stream" polls too, with a
+// warning: the streaming protocol is not implemented yet) and the
 // credential. opts come after the URI's and override them (event handlers, a
 // logger...); establish-error handlers add to the pool's own. What the URI
 // had that was ignored (an unknown option, an invalid value) is returned by
@@ -122,24 +126,35 @@ func build(ctx context.Context, uri string, opts []pool.Option) (*Pool, error) {
 		s.close()
 		return nil, err
 	}
-	logWarnings(p.Logger(), cs)
+	warnings := append(slices.Clone(cs.Warnings), optionWarnings(cs)...)
+	logWarnings(p.Logger(), cs, warnings)
 	s.start(p) // before Ready: no establishment can fail before it
 	if err := p.Ready(); err != nil {
 		s.close()
 		p.Close()
 		return nil, err
 	}
-	return &Pool{p: p, cs: cs, sdam: s}, nil
+	return &Pool{p: p, cs: cs, sdam: s, warnings: warnings}, nil
+}
+
+// optionWarnings tells of the valid options the pool does not honour as
+// asked.
+func optionWarnings(cs *connstring.ConnString) []string {
+	var w []string
+	if cs.ServerMonitoringMode == "stream" {
+		w = append(w, "serverMonitoringMode=stream: the monitor polls, the streaming protocol is not implemented yet")
+	}
+	return w
 }
 
 // logWarnings logs what the connection string had that was ignored, once,
 // when the pool is built: an unknown option or an invalid value that goes
 // unnoticed otherwise is how a misconfigured pool goes to production.
-func logWarnings(l *slog.Logger, cs *connstring.ConnString) {
-	if l == nil || len(cs.Warnings) == 0 {
+func logWarnings(l *slog.Logger, cs *connstring.ConnString, warnings []string) {
+	if l == nil {
 		return
 	}
-	for _, w := range cs.Warnings {
+	for _, w := range warnings {
 		l.LogAttrs(context.Background(), slog.LevelWarn, "mongopool: connection string: "+w,
 			slog.String("uri", cs.Redacted()))
 	}
@@ -299,8 +314,10 @@ func withDB(cmd any, db string) (bson.Raw, error) {
 
 // Warnings returns what the connection string had that the URI
 // specification says to report without failing: unknown options, invalid
-// values that were ignored (the option keeps its default), repeated options.
-func (p *Pool) Warnings() []string { return append([]string(nil), p.cs.Warnings...) }
+// values that were ignored (the option keeps its default), repeated options;
+// and the valid options the pool does not honour as asked
+// (serverMonitoringMode=stream: the monitor polls).
+func (p *Pool) Warnings() []string { return slices.Clone(p.warnings) }
 
 // Pool returns the underlying pool, for CheckOut/CheckIn, Clear and Ready.
 func (p *Pool) Pool() *pool.Pool { return p.p }

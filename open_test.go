@@ -252,6 +252,13 @@ func TestOpenWarnings(t *testing.T) {
 	if !strings.Contains(w, "maxConnecting") || !strings.Contains(w, "noSuchOption") {
 		t.Fatalf("warnings %q", w)
 	}
+	// A valid option the pool does not honour as asked warns too.
+	for mode, warns := range map[string]bool{"stream": true, "poll": false, "auto": false} {
+		p := open(t, s.URI()+"?serverMonitoringMode="+mode)
+		if got := strings.Contains(strings.Join(p.Warnings(), "\n"), "streaming protocol is not implemented"); got != warns {
+			t.Errorf("serverMonitoringMode=%s: warnings %q", mode, p.Warnings())
+		}
+	}
 }
 
 // The warnings are logged, at level Warn, through the pool's logger when the

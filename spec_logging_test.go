@@ -13,3 +13,17 @@ import (
 func TestSpecLogging(t *testing.T) {
 	unified.RunDir(t, "testdata/spec/logging")
 }
+
+// TestSpecSDAMUnified runs the SDAM specification's unified tests
+// (testdata/spec/sdam/unified) against the test server: those the clients can
+// run pass; the others skip, each saying why (a topology the test server is
+// not, events the clients do not emit yet, the streaming protocol).
+func TestSpecSDAMUnified(t *testing.T) {
+	unified.RunDir(t, "testdata/spec/sdam/unified")
+}
+
+// TestSpecLoadBalancers runs the load balancer specification's tests
+// (testdata/spec/load-balancers), as TestSpecSDAMUnified does.
+func TestSpecLoadBalancers(t *testing.T) {
+	unified.RunDir(t, "testdata/spec/load-balancers")
+}

@@ -33,7 +33,7 @@ var clientURIOptions = []string{
 	"tls", "ssl", "tlsinsecure", "tlsallowinvalidcertificates", "tlsallowinvalidhostnames",
 	"tlscafile", "tlscertificatekeyfile", "tlscertificatekeyfilepassword",
 	"authmechanism", "authsource", "authmechanismproperties",
-	"retryreads", "retrywrites",
+	"retryreads", "retrywrites", "servermonitoringmode",
 }
 
 // skippedURIOptions are the URI options a driver may choose not to support,
@@ -41,6 +41,8 @@ var clientURIOptions = []string{
 var skippedURIOptions = map[string]string{
 	"waitqueuesize":     "the deprecated waitQueueSize, which the CMAP specification lets a driver leave out",
 	"waitqueuemultiple": "the deprecated waitQueueMultiple, which the CMAP specification lets a driver leave out",
+	// Not yet: it comes with the topology layer, as its events do.
+	"serverselectiontimeoutms": "serverSelectionTimeoutMS yet: server selection comes with the topology layer",
 }
 
 // client is a client entity: a mongopool.Pool with what a driver's client adds
@@ -166,6 +168,11 @@ func (c *client) clientURI(base string, opts bson.Raw) (uri string, skips []stri
 		}
 		if !slices.Contains(clientURIOptions, strings.ToLower(k)) {
 			return "", nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
+		}
+		if strings.EqualFold(k, "serverMonitoringMode") && v.Type == bson.TypeString && v.StringValue() == "stream" {
+			// The clients poll, as "poll" and "auto" ask.
+			skips = append(skips, "uriOptions.serverMonitoringMode: the clients' monitor does not stream yet (it polls)")
+			continue
 		}
 		if _, _, ok := operator(v); ok {
 			return "", nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))

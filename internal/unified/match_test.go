@@ -196,6 +196,16 @@ func TestClientURI(t *testing.T) {
 		!strings.Contains(skips[0], "uriOptions.waitQueueSize") || !strings.Contains(skips[1], "uriOptions.WAITQUEUEMULTIPLE") {
 		t.Fatalf("clientURI with options to skip = %q, %q, %v", uri, skips, err)
 	}
+	// serverMonitoringMode: "poll" and "auto" are what the clients do;
+	// "stream" is not yet, and skips.
+	uri, skips, err = c.clientURI(base, opts(`{"serverMonitoringMode": "poll"}`))
+	if err != nil || uri != base+"?serverMonitoringMode=poll" || skips != nil {
+		t.Fatalf("serverMonitoringMode=poll: %q, %q, %v", uri, skips, err)
+	}
+	uri, skips, err = c.clientURI(base, opts(`{"serverMonitoringMode": "stream", "serverSelectionTimeoutMS": 10}`))
+	if err != nil || uri != base || len(skips) != 2 || !strings.Contains(skips[0], "does not stream") || !strings.Contains(skips[1], "server selection") {
+		t.Fatalf("serverMonitoringMode=stream: %q, %q, %v", uri, skips, err)
+	}
 	for in, msg := range map[string]string{
 		`{"readPreference": "secondary"}`:                      "do not apply",
 		`{"appname": {"$$placeholder": 1}}`:                    "no value to put in its place",
@@ -203,7 +213,7 @@ func TestClientURI(t *testing.T) {
 		`{"retryWrites": "maybe"}`:                             "not a boolean",
 		`{"maxPoolSize": [1]}`:                                 "not a value",
 		`{"authMechanismProperties": {"A": {"b": 1}}}`:         "not a value",
-		`{"waitQueueSize": 1, "serverMonitoringMode": "poll"}`: "serverMonitoringMode",
+		`{"waitQueueSize": 1, "directConnection": true}`:      "directConnection",
 	} {
 		if _, _, err := c.clientURI(base, opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("clientURI(%s): %v, want an error with %q", in, err, msg)
