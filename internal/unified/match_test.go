@@ -207,13 +207,13 @@ func TestClientURI(t *testing.T) {
 		t.Fatalf("serverMonitoringMode=stream: %q, %q, %v", uri, skips, err)
 	}
 	for in, msg := range map[string]string{
-		`{"readPreference": "secondary"}`:                      "do not apply",
-		`{"appname": {"$$placeholder": 1}}`:                    "no value to put in its place",
-		`{"retryReads": "maybe"}`:                              "not a boolean",
-		`{"retryWrites": "maybe"}`:                             "not a boolean",
-		`{"maxPoolSize": [1]}`:                                 "not a value",
-		`{"authMechanismProperties": {"A": {"b": 1}}}`:         "not a value",
-		`{"waitQueueSize": 1, "directConnection": true}`:      "directConnection",
+		`{"readPreference": "secondary"}`:                "do not apply",
+		`{"appname": {"$$placeholder": 1}}`:              "no value to put in its place",
+		`{"retryReads": "maybe"}`:                        "not a boolean",
+		`{"retryWrites": "maybe"}`:                       "not a boolean",
+		`{"maxPoolSize": [1]}`:                           "not a value",
+		`{"authMechanismProperties": {"A": {"b": 1}}}`:   "not a value",
+		`{"waitQueueSize": 1, "directConnection": true}`: "directConnection",
 	} {
 		if _, _, err := c.clientURI(base, opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("clientURI(%s): %v, want an error with %q", in, err, msg)
