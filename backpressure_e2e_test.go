@@ -32,6 +32,7 @@ import (
 // checked too, from the error, so that a case cannot pass by failing at
 // another step than the one it is about.
 func TestBackpressureLabelsEndToEnd(t *testing.T) {
+	var limits caseLimits
 	for _, tc := range []struct {
 		name string
 		// setup returns the connection string of a server that fails as the
@@ -136,10 +137,10 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 			check: bpWantCertificateError,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		limits.run(t, tc.name, func(t *testing.T) {
 			uri := tc.setup(t)
 			events := newE2EEventLog()
-			p, err := mongopool.Open(ctx(t), uri, pool.WithEventHandler(events.handler))
+			p, err := mongopool.Open(limits.ctx(t), uri, pool.WithEventHandler(events.handler))
 			if err == nil {
 				p.Close()
 				t.Fatal("Open succeeded")

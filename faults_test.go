@@ -50,6 +50,7 @@ func faultCheckStats(t *testing.T, st pool.Stats) {
 // the pool cleared until the monitor's check finds it answering; a timeout is
 // not (a slow server is not a dead one), and the pool stays ready.
 func TestFaultsInReplies(t *testing.T) {
+	var limits caseLimits
 	for _, tc := range []struct {
 		name  string
 		fault mongotest.Fault
@@ -84,7 +85,7 @@ func TestFaultsInReplies(t *testing.T) {
 			if comp != "" {
 				name += "/" + comp
 			}
-			t.Run(name, func(t *testing.T) {
+			limits.run(t, name, func(t *testing.T) {
 				leakcheck.Check(t)
 				s := server(t)
 				rec := newE2EEventLog()
@@ -92,7 +93,7 @@ func TestFaultsInReplies(t *testing.T) {
 				if comp != "" {
 					uri += "&compressors=" + comp
 				}
-				p := open(t, uri, pool.WithEventHandler(rec.handler))
+				p := openCtx(t, limits.ctx(t), uri, pool.WithEventHandler(rec.handler))
 				fault := tc.fault
 				fault.Commands = []string{"ping"} // not the handshake
 				remove := faultInject(t, s, fault)
@@ -117,9 +118,9 @@ func TestFaultsInReplies(t *testing.T) {
 				}
 				call := func() context.Context {
 					if tc.callTimeout == 0 {
-						return ctx(t)
+						return limits.ctx(t)
 					}
-					c, cancel := context.WithTimeout(ctx(t), tc.callTimeout)
+					c, cancel := context.WithTimeout(limits.ctx(t), tc.callTimeout)
 					t.Cleanup(cancel)
 					return c
 				}
@@ -152,13 +153,13 @@ func TestFaultsInReplies(t *testing.T) {
 					if st := p.Stats(); st.State != "paused" || st.Clears != int64(readies) {
 						t.Fatalf("stats %+v after a broken reply; want the pool cleared and paused", st)
 					}
-					_, err := p.RunCommand(ctx(t), "admin", ping)
+					_, err := p.RunCommand(limits.ctx(t), "admin", ping)
 					var pce *pool.PoolClearedError
 					if !errors.As(err, &pce) || !errors.Is(err, tc.is) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 						t.Fatalf("command on the cleared pool: %v; want a retryable PoolClearedError caused by the fault", err)
 					}
 					readies++
-					rec.waitN(ctx(t), t, "the pool made ready by the monitor", readies, func(e pool.Event) bool { return e.Type == pool.PoolReady })
+					rec.waitN(limits.ctx(t), t, "the pool made ready by the monitor", readies, func(e pool.Event) bool { return e.Type == pool.PoolReady })
 				}
 				recovered()
 
@@ -173,7 +174,7 @@ func TestFaultsInReplies(t *testing.T) {
 				if link == nil || !errors.Is(link.Err(), tc.is) {
 					t.Fatalf("the connection's Err is %v after the fault; want it broken by the fault", link.Err())
 				}
-				if _, err := link.RoundTrip(ctx(t), pingCmd); err == nil || !strings.Contains(err.Error(), "no longer usable") {
+				if _, err := link.RoundTrip(limits.ctx(t), pingCmd); err == nil || !strings.Contains(err.Error(), "no longer usable") {
 					t.Fatalf("a broken connection ran a command: %v", err)
 				}
 				if st := p.Stats(); st.ClosedError != 2 || st.Created != 2 {
@@ -183,7 +184,7 @@ func TestFaultsInReplies(t *testing.T) {
 
 				// Once the fault is gone, a fresh connection serves.
 				remove()
-				if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+				if _, err := p.RunCommand(limits.ctx(t), "admin", ping); err != nil {
 					t.Fatalf("after the fault: %v", err)
 				}
 				st = p.Stats()
@@ -204,10 +205,10 @@ func TestFaultsInReplies(t *testing.T) {
 func TestFaultDelayWithinTimeouts(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
-	p := open(t, s.URI()+"?socketTimeoutMS=20000")
+	p := openCtx(t, waitCtx(t), s.URI()+"?socketTimeoutMS=20000")
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultDelay, Delay: 20 * time.Millisecond, Commands: []string{"ping"}, Times: 2})
 	for range 3 {
-		if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,6 +225,7 @@ func TestFaultDelayWithinTimeouts(t *testing.T) {
 // the backpressure labels, protocol errors do not; the counts stay right; and
 // the pool establishes again once the fault is gone.
 func TestFaultsWhileEstablishing(t *testing.T) {
+	var limits caseLimits
 	pki := testpki.New(t)
 	hello := []string{"hello"} // also isMaster and ismaster
 	for _, tc := range []struct {
@@ -259,7 +261,7 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 			return s.ResumeAccepting
 		}, is: context.DeadlineExceeded, want: "hello: reading the reply", labels: true, timeout: true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		limits.run(t, tc.name, func(t *testing.T) {
 			leakcheck.Check(t)
 			cfg := connection.Config{ConnectTimeout: 200 * time.Millisecond, ZlibLevel: -1}
 			var opts []mongotest.Option
@@ -280,14 +282,14 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 			}
 			// A connection established before the fault, kept checked out
 			// so that the next check-out must establish.
-			held, err := p.CheckOut(ctx(t))
+			held, err := p.CheckOut(limits.ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			acceptedBefore := s.Stats().ConnectionsAccepted
 
 			end := tc.fault(t, s)
-			_, err = p.CheckOut(ctx(t))
+			_, err = p.CheckOut(limits.ctx(t))
 			t.Logf("error: %v", err)
 			var cerr *pool.ConnectionError
 			var ne net.Error
@@ -321,16 +323,16 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 			if err := p.CheckIn(held); err != nil {
 				t.Fatal(err)
 			}
-			c1, err := p.CheckOut(ctx(t))
+			c1, err := p.CheckOut(limits.ctx(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c2, err := p.CheckOut(ctx(t))
+			c2, err := p.CheckOut(limits.ctx(t))
 			if err != nil {
 				t.Fatalf("establishing after the fault: %v", err)
 			}
 			for _, c := range []*pool.Conn{c1, c2} {
-				if _, err := c.Link().(*connection.Conn).RoundTrip(ctx(t), pingCmd); err != nil {
+				if _, err := c.Link().(*connection.Conn).RoundTrip(limits.ctx(t), pingCmd); err != nil {
 					t.Fatal(err)
 				}
 				p.CheckIn(c)
@@ -356,13 +358,13 @@ func TestFaultHangCanceled(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
 	rec := newE2EEventLog()
-	p := open(t, s.URI(), pool.WithEventHandler(rec.handler))
+	p := openCtx(t, waitCtx(t), s.URI(), pool.WithEventHandler(rec.handler))
 	// The fail point holds the ping for longer than the test runs (the
 	// server's Close ends the block), and tells when it holds it.
 	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"ping"}, BlockTime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	testCtx := ctx(t)
+	testCtx := waitCtx(t)
 	c, cancel := context.WithCancel(testCtx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -401,7 +403,7 @@ func TestFaultOpenHelloHangs(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"isMaster"}})
-	p, err := mongopool.Open(ctx(t), s.URI()+"?connectTimeoutMS=200")
+	p, err := mongopool.Open(waitCtx(t), s.URI()+"?connectTimeoutMS=200")
 	if err == nil {
 		p.Close()
 		t.Fatal("Open succeeded")

@@ -5,7 +5,9 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/pool"
 )
@@ -153,4 +155,78 @@ func (l *e2eEventLog) waitN(ctx context.Context, t *testing.T, what string, n in
 // e2eClosedConn matches the ConnectionClosed event of connection id.
 func e2eClosedConn(id int64) func(pool.Event) bool {
 	return func(e pool.Event) bool { return e.Type == pool.ConnectionClosed && e.ConnectionID == id }
+}
+
+// hangLimit bounds each wait of the tests that use waitCtx or caseLimits: a
+// regression that leaves a check-out or a command waiting (a pool that never
+// hands a check-out its connection, or its error) fails the test after this
+// long, with a message, rather than at the package's timeout. Every wait it
+// bounds ends within a second or so on loopback.
+const hangLimit = 10 * time.Second
+
+// waitCtx returns a context for one wait of the test, ending after
+// hangLimit.
+func waitCtx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), hangLimit)
+	t.Cleanup(cancel)
+	return c
+}
+
+// openCtx is Open under c, with the pool closed at the end of the test.
+func openCtx(t *testing.T, c context.Context, uri string, opts ...pool.Option) *mongopool.Pool {
+	t.Helper()
+	p, err := mongopool.Open(c, uri, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// caseLimits gives the waits of a table's cases their contexts, each ending
+// after hangLimit, and stops the table once a case has waited that long: a
+// regression that hangs one case hangs the others the same way, and a table
+// of ten would otherwise fail after ten limits rather than one.
+type caseLimits struct {
+	mu      sync.Mutex
+	hung    string   // the first case one of whose waits reached the limit
+	skipped []string // the cases not run since
+}
+
+// ctx returns a context for one wait of the case t, ending after hangLimit.
+func (l *caseLimits) ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), hangLimit)
+	t.Cleanup(func() {
+		// Read before cancel: an expired deadline means the case hung.
+		if c.Err() != nil {
+			l.mu.Lock()
+			if l.hung == "" {
+				l.hung = t.Name()
+			}
+			l.mu.Unlock()
+		}
+		cancel()
+	})
+	return c
+}
+
+// run runs the case f as t.Run does, unless an earlier case hung.
+func (l *caseLimits) run(t *testing.T, name string, f func(t *testing.T)) {
+	t.Helper()
+	l.mu.Lock()
+	hung := l.hung != ""
+	if hung {
+		if len(l.skipped) == 0 {
+			t.Cleanup(func() {
+				l.mu.Lock()
+				defer l.mu.Unlock()
+				t.Errorf("%s waited %v; the cases after it, which would wait as long, were not run: %q", l.hung, hangLimit, l.skipped)
+			})
+		}
+		l.skipped = append(l.skipped, name)
+	}
+	l.mu.Unlock()
+	if !hung {
+		t.Run(name, f)
+	}
 }

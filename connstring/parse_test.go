@@ -131,6 +131,14 @@ func TestParseWarnings(t *testing.T) {
 			func(c *ConnString) bool { return c.MaxPoolSize == nil && !c.IsSet("maxPoolSize") }},
 		{"mongodb://h/?maxPoolSize=99999999999", "maxPoolSize",
 			func(c *ConnString) bool { return c.MaxPoolSize == nil }},
+		// A negative size is invalid, not "no limit" (that is 0): the
+		// option is ignored with a warning, and the pool keeps its default.
+		{"mongodb://h/?maxPoolSize=-1", `invalid value "-1" for option maxPoolSize ignored: must be a non-negative integer`,
+			func(c *ConnString) bool { return c.MaxPoolSize == nil && !c.IsSet("maxPoolSize") }},
+		{"mongodb://h/?maxPoolSize=-2147483648", "maxPoolSize ignored: must be a non-negative integer",
+			func(c *ConnString) bool { return c.MaxPoolSize == nil && !c.IsSet("maxPoolSize") }},
+		{"mongodb://h/?minPoolSize=-1", `invalid value "-1" for option minPoolSize ignored: must be a non-negative integer`,
+			func(c *ConnString) bool { return c.MinPoolSize == nil && !c.IsSet("minPoolSize") }},
 		{"mongodb://h/?journal=1", `must be "true" or "false"`,
 			func(c *ConnString) bool { return c.Journal == nil }},
 		{"mongodb://h/?appname=", "appname has an empty value",

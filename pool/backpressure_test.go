@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -19,7 +20,8 @@ import (
 
 // Network errors and timeouts up to the hello get the backpressure labels;
 // errors that cannot come from overload, and errors during authentication, do
-// not.
+// not. Each case runs in a synctest bubble: a regression that leaves the
+// check-out waiting fails it at once, not after a limit per case.
 func TestBackpressureLabels(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	for _, tc := range []struct {
@@ -44,28 +46,30 @@ func TestBackpressureLabels(t *testing.T) {
 		{"authentication failed", nil, errors.New("(AuthenticationFailed) bad password"), false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeConnector{FailBeforeHello: tc.before, FailAfterHello: tc.after}
-			p, _ := newPool(t, f)
-			mustReady(t, p)
-			_, err := p.CheckOut(context.Background())
-			var ce *pool.ConnectionError
-			if !errors.As(err, &ce) {
-				t.Fatalf("check-out: %v, want a ConnectionError", err)
-			}
-			for _, l := range []string{pool.LabelSystemOverloaded, pool.LabelRetryable} {
-				if got := pool.HasErrorLabel(err, l); got != tc.wantLabels {
-					t.Errorf("label %s: %v, want %v (error %v)", l, got, tc.wantLabels, err)
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeConnector{FailBeforeHello: tc.before, FailAfterHello: tc.after}
+				p, _ := newPool(t, f)
+				mustReady(t, p)
+				_, err := checkOut(t, context.Background(), p)
+				var ce *pool.ConnectionError
+				if !errors.As(err, &ce) {
+					t.Fatalf("check-out: %v, want a ConnectionError", err)
 				}
-			}
-			if ce.DuringAuth != tc.wantAuthErr {
-				t.Errorf("DuringAuth %v, want %v", ce.DuringAuth, tc.wantAuthErr)
-			}
-			if !errors.Is(err, tc.before) && !errors.Is(err, tc.after) {
-				t.Errorf("the connector's error is not wrapped: %v", err)
-			}
-			if s := p.Stats(); s.Total != 0 || s.EstablishFailed != 1 || s.ClosedError != 1 {
-				t.Errorf("stats %+v", s)
-			}
+				for _, l := range []string{pool.LabelSystemOverloaded, pool.LabelRetryable} {
+					if got := pool.HasErrorLabel(err, l); got != tc.wantLabels {
+						t.Errorf("label %s: %v, want %v (error %v)", l, got, tc.wantLabels, err)
+					}
+				}
+				if ce.DuringAuth != tc.wantAuthErr {
+					t.Errorf("DuringAuth %v, want %v", ce.DuringAuth, tc.wantAuthErr)
+				}
+				if !errors.Is(err, tc.before) && !errors.Is(err, tc.after) {
+					t.Errorf("the connector's error is not wrapped: %v", err)
+				}
+				if s := p.Stats(); s.Total != 0 || s.EstablishFailed != 1 || s.ClosedError != 1 {
+					t.Errorf("stats %+v", s)
+				}
+			})
 		})
 	}
 }
@@ -76,7 +80,7 @@ func TestEstablishTimeoutIsLabelled(t *testing.T) {
 		f := &fakeConnector{Block: make(chan struct{})}
 		p, _ := newPool(t, f, pool.WithConnectTimeout(50*time.Millisecond))
 		mustReady(t, p)
-		_, err := p.CheckOut(context.Background())
+		_, err := checkOut(t, context.Background(), p)
 		if !errors.Is(err, context.DeadlineExceeded) || !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 			t.Fatalf("check-out: %v, want a labelled establishment timeout", err)
 		}
@@ -99,9 +103,9 @@ func TestEstablishErrorHandlerOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	defer closePool(t, p)
 	mustReady(t, p)
-	_, err = p.CheckOut(context.Background())
+	_, err = checkOut(t, context.Background(), p)
 	if err == nil || handled == nil || !errors.Is(err, io.EOF) {
 		t.Fatalf("check-out %v, handler saw %v", err, handled)
 	}
@@ -120,6 +124,7 @@ func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
 		return nil, io.EOF
 	})
 	entered, closing := make(chan struct{}), make(chan struct{})
+	var noPoolClosed atomic.Bool
 	var p *pool.Pool
 	p, err := pool.New("127.0.0.1:27017", c,
 		pool.WithEventHandler(func(e pool.Event) {
@@ -129,7 +134,16 @@ func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
 		}),
 		pool.WithEstablishErrorHandler(func(err error) {
 			close(entered)
-			<-closing // Close has begun
+			// Close has begun once PoolClosed is out. The handler runs on a
+			// goroutine of the pool's, which Close waits for: it must not
+			// wait for ever either.
+			timer := time.NewTimer(hangLimit)
+			defer timer.Stop()
+			select {
+			case <-closing:
+			case <-timer.C:
+				noPoolClosed.Store(true)
+			}
 			p.Clear(pool.ClearOptions{Cause: err})
 		}))
 	if err != nil {
@@ -141,18 +155,12 @@ func TestCloseWhileEstablishErrorHandlerClears(t *testing.T) {
 		_, err := p.CheckOut(context.Background())
 		checkedOut <- err
 	}()
-	<-entered
-	closed := make(chan struct{})
-	go func() {
-		p.Close()
-		close(closed)
-	}()
-	select {
-	case <-closed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Close hangs while the establish-error handler calls Clear")
+	recv(t, entered, "the establish-error handler")
+	closePool(t, p)
+	if noPoolClosed.Load() {
+		t.Fatal("Close emitted no PoolClosed while the establish-error handler was running")
 	}
-	if err := <-checkedOut; err == nil {
+	if err := recv(t, checkedOut, "the check-out whose establishment failed"); err == nil {
 		t.Fatal("the check-out whose connection failed succeeded")
 	}
 }

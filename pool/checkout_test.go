@@ -28,7 +28,7 @@ func TestCheckOutReusesIdleConnection(t *testing.T) {
 
 func TestCheckOutFromPausedPoolIsRetryable(t *testing.T) {
 	p, log := newPool(t, &fakeConnector{})
-	_, err := p.CheckOut(context.Background())
+	_, err := checkOut(t, context.Background(), p)
 	var pce *pool.PoolClearedError
 	if !errors.As(err, &pce) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 		t.Fatalf("check-out from a paused pool: %v, want a retryable PoolClearedError", err)
@@ -49,7 +49,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	res := checkOutAsync(ctx, p)
 	log.waitFor(t, pool.ConnectionCheckOutStarted, 2)
 	cancel()
-	r := <-res
+	r := recv(t, res, "the canceled check-out")
 	if !errors.Is(r.err, context.Canceled) || !errors.Is(r.err, pool.ErrWaitQueueTimeout) {
 		t.Fatalf("canceled check-out: %v", r.err)
 	}
@@ -73,7 +73,7 @@ func TestCancelWhileEstablishing(t *testing.T) {
 		mustReady(t, p)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
-		_, err := p.CheckOut(ctx)
+		_, err := checkOut(t, ctx, p)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("check-out: %v, want a deadline error", err)
 		}
@@ -116,7 +116,7 @@ func TestCheckedInConnectionGoesToWaiterOfPendingConnection(t *testing.T) {
 			t.Fatalf("stats %+v, want one check-out waiting for one establishment", s)
 		}
 		mustCheckIn(t, p, c1)
-		r := <-res
+		r := recv(t, res, "the waiting check-out")
 		if r.err != nil || r.c.ID() != 1 {
 			t.Fatalf("waiter got %v, %v; want connection 1", r.c, r.err)
 		}
@@ -143,13 +143,13 @@ func TestWaitQueueTimeoutExemptsEstablishingCheckOuts(t *testing.T) {
 		r2 := checkOutAsync(context.Background(), p)
 		log.waitFor(t, pool.ConnectionCreated, 2)
 		r3 := checkOutAsync(context.Background(), p) // maxConnecting is reached: it queues
-		got := <-r3
+		got := recv(t, r3, "the queued check-out")
 		var wqt *pool.WaitQueueTimeoutError
 		if !errors.As(got.err, &wqt) || wqt.Limit != "waitQueueTimeoutMS" {
 			t.Fatalf("third check-out: %v, want a waitQueueTimeoutMS timeout", got.err)
 		}
 		for _, r := range []<-chan result{r1, r2} {
-			got := <-r
+			got := recv(t, r, "an establishing check-out")
 			if got.err != nil {
 				t.Fatalf("establishing check-out failed: %v", got.err)
 			}
@@ -164,7 +164,7 @@ func TestTimeoutMSLimitsEstablishment(t *testing.T) {
 		p, _ := newPool(t, f, pool.WithTimeout(100*time.Millisecond))
 		mustReady(t, p)
 		start := time.Now()
-		_, err := p.CheckOut(context.Background())
+		_, err := checkOut(t, context.Background(), p)
 		var wqt *pool.WaitQueueTimeoutError
 		if !errors.As(err, &wqt) || wqt.Limit != "timeoutMS" || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("check-out: %v, want a timeoutMS timeout", err)
@@ -200,7 +200,7 @@ func TestEarliestLimitWins(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), tc.ctx)
 				defer cancel()
 				start := time.Now()
-				_, err := p.CheckOut(ctx)
+				_, err := checkOut(t, ctx, p)
 				var wqt *pool.WaitQueueTimeoutError
 				if !errors.As(err, &wqt) || wqt.Limit != tc.want {
 					t.Fatalf("check-out: %v, want limit %s", err, tc.want)
@@ -228,7 +228,7 @@ func TestMaxConnectingEnforced(t *testing.T) {
 		}
 		var conns []*pool.Conn
 		for _, r := range rs {
-			got := <-r
+			got := recv(t, r, "a queued check-out")
 			if got.err != nil {
 				t.Fatal(got.err)
 			}
@@ -258,7 +258,7 @@ func TestMaxPoolSizeEnforced(t *testing.T) {
 			t.Fatalf("stats %+v, want 3 connections and 1 waiting", s)
 		}
 		mustCheckIn(t, p, conns[1])
-		got := <-r
+		got := recv(t, r, "the waiting check-out")
 		if got.err != nil || got.c != conns[1] {
 			t.Fatalf("waiter got %v, %v", got.c, got.err)
 		}
@@ -294,7 +294,7 @@ func TestWaitQueueIsFIFO(t *testing.T) {
 		}
 		mustCheckIn(t, p, c)
 		for want := range n {
-			if got := <-order; got != want {
+			if got := recv(t, order, "the next check-out served"); got != want {
 				t.Fatalf("check-out %d served in position %d", got, want)
 			}
 		}
@@ -305,10 +305,10 @@ func TestDoChecksInAndReportsErrors(t *testing.T) {
 	p, _ := newPool(t, &fakeConnector{})
 	mustReady(t, p)
 	boom := errors.New("boom")
-	if err := p.Do(context.Background(), func(*pool.Conn) error { return boom }); err != boom {
+	if err := do(t, context.Background(), p, func(*pool.Conn) error { return boom }); err != boom {
 		t.Fatalf("Do returned %v, want fn's error", err)
 	}
-	if err := p.Do(context.Background(), func(*pool.Conn) error { return nil }); err != nil {
+	if err := do(t, context.Background(), p, func(*pool.Conn) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	s := p.Stats()
@@ -321,14 +321,14 @@ func TestDoClosesConnectionOnPanic(t *testing.T) {
 	f := &fakeConnector{}
 	p, log := newPool(t, f)
 	mustReady(t, p)
-	func() {
-		defer func() {
-			if r := recover(); r != "kaboom" {
-				t.Fatalf("recovered %v, want the panic to go on", r)
-			}
-		}()
+	var recovered any
+	within(t, hangLimit, func() {
+		defer func() { recovered = recover() }()
 		p.Do(context.Background(), func(*pool.Conn) error { panic("kaboom") })
-	}()
+	})
+	if recovered != "kaboom" {
+		t.Fatalf("recovered %v, want the panic to go on", recovered)
+	}
 	s := p.Stats()
 	if s.InUse != 0 || s.Total != 0 || s.ClosedError != 1 {
 		t.Fatalf("stats %+v, want the connection closed with reason error", s)

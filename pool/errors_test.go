@@ -34,7 +34,7 @@ func errNewPool(t *testing.T, f *fakeConnector, opts ...pool.Option) *pool.Pool 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { closePool(t, p) })
 	return p
 }
 
@@ -73,8 +73,8 @@ func TestErrorPoolClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := errNewPool(t, &fakeConnector{})
 		mustReady(t, p)
-		must(t, p.Close())
-		c, err := p.CheckOut(context.Background())
+		closePool(t, p)
+		c, err := checkOut(t, context.Background(), p)
 		if err == nil {
 			t.Fatalf("check-out from a closed pool returned connection %d", c.ID())
 		}
@@ -112,8 +112,8 @@ func TestErrorPoolClosedWhileWaiting(t *testing.T) {
 		c := mustCheckOut(t, p)
 		res := checkOutAsync(context.Background(), p)
 		synctest.Wait()
-		must(t, p.Close())
-		err := (<-res).err
+		closePool(t, p)
+		err := recv(t, res, "the waiting check-out").err
 		errSentinels(t, err, pool.ErrPoolClosed)
 		errTypes(t, err, "PoolClosedError")
 		if !errHasPrefixFold(err.Error(), errSpecPoolClosed) || !strings.Contains(err.Error(), errAddr) {
@@ -128,7 +128,7 @@ func TestErrorPoolCleared(t *testing.T) {
 	t.Run("paused at creation, no cause", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
-			_, err := p.CheckOut(context.Background())
+			_, err := checkOut(t, context.Background(), p)
 			errSentinels(t, err, pool.ErrPoolCleared)
 			errTypes(t, err, "PoolClearedError")
 			// The specification's message presumes a cause ("was cleared
@@ -151,7 +151,7 @@ func TestErrorPoolCleared(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{})
 			mustReady(t, p)
 			must(t, p.Clear(pool.ClearOptions{Cause: cause}))
-			_, err := p.CheckOut(context.Background())
+			_, err := checkOut(t, context.Background(), p)
 			errSentinels(t, err, pool.ErrPoolCleared)
 			errTypes(t, err, "PoolClearedError")
 			want := "Connection pool for " + errAddr + " was cleared because another operation failed with: " + cause.Error()
@@ -184,7 +184,7 @@ func TestErrorPoolCleared(t *testing.T) {
 			res := checkOutAsync(context.Background(), p)
 			synctest.Wait()
 			must(t, p.Clear(pool.ClearOptions{Cause: cause}))
-			err := (<-res).err
+			err := recv(t, res, "the waiting check-out").err
 			errSentinels(t, err, pool.ErrPoolCleared)
 			errTypes(t, err, "PoolClearedError")
 			if !errors.Is(err, cause) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
@@ -240,7 +240,7 @@ func TestErrorPoolClearedInterrupted(t *testing.T) {
 			}()
 			synctest.Wait()
 			must(t, p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}))
-			err := <-done
+			err := recv(t, done, "the interrupted Do")
 			if err == nil || err.Error() != want {
 				t.Errorf("Do: %v, want %q", err, want)
 			}
@@ -317,7 +317,7 @@ func TestErrorWaitQueueTimeout(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := errNewPool(t, &fakeConnector{}, append([]pool.Option{pool.WithMaxPoolSize(1)}, tc.opts...)...)
 				mustReady(t, p)
-				held, err := p.CheckOut(context.Background())
+				held, err := checkOut(t, context.Background(), p)
 				must(t, err)
 
 				ctx, cancel := context.Background(), context.CancelFunc(func() {})
@@ -329,7 +329,7 @@ func TestErrorWaitQueueTimeout(t *testing.T) {
 					time.AfterFunc(tc.cancelAfter, cancel)
 				}
 				start := time.Now()
-				c, err := p.CheckOut(ctx)
+				c, err := checkOut(t, ctx, p)
 				if err == nil {
 					t.Fatalf("second check-out got connection %d", c.ID())
 				}
@@ -379,7 +379,7 @@ func TestErrorWaitQueueTimeoutContextDoneBefore(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		_, err := p.CheckOut(ctx)
+		_, err := checkOut(t, ctx, p)
 		errSentinels(t, err, pool.ErrWaitQueueTimeout)
 		if !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("canceled context: %v", err)
@@ -390,7 +390,7 @@ func TestErrorWaitQueueTimeoutContextDoneBefore(t *testing.T) {
 
 		ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 		defer cancel()
-		_, err = p.CheckOut(ctx)
+		_, err = checkOut(t, ctx, p)
 		errSentinels(t, err, pool.ErrWaitQueueTimeout)
 		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			t.Errorf("expired context: %v", err)
@@ -408,7 +408,7 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := errNewPool(t, &fakeConnector{}, pool.WithMaxPoolSize(1))
 			mustReady(t, p)
-			held, err := p.CheckOut(context.Background())
+			held, err := checkOut(t, context.Background(), p)
 			must(t, err)
 			// Two check-outs wait without limit; the third gives up.
 			var dones []chan error
@@ -426,7 +426,7 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 			synctest.Wait()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
-			_, err = p.CheckOut(ctx)
+			_, err = checkOut(t, ctx, p)
 			for _, s := range []string{"context deadline", "maxPoolSize: 1", "in use: 1", "establishing: 0", "still waiting: 2"} {
 				if err == nil || !strings.Contains(err.Error(), s) {
 					t.Errorf("message %v does not contain %q", err, s)
@@ -434,7 +434,7 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 			}
 			must(t, p.CheckIn(held))
 			for _, d := range dones {
-				must(t, <-d)
+				must(t, recv(t, d, "a waiting check-out"))
 			}
 		})
 	})
@@ -445,7 +445,7 @@ func TestErrorWaitQueueTimeoutCounts(t *testing.T) {
 			mustReady(t, p)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
-			_, err := p.CheckOut(ctx)
+			_, err := checkOut(t, ctx, p)
 			for _, s := range []string{"context deadline", "maxPoolSize: unlimited", "in use: 0", "maxConnecting: 1", "establishing: 1", "still waiting: 0"} {
 				if err == nil || !strings.Contains(err.Error(), s) {
 					t.Errorf("message %v does not contain %q", err, s)
@@ -477,7 +477,7 @@ func TestErrorConnection(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := errNewPool(t, tc.f)
 				mustReady(t, p)
-				_, err := p.CheckOut(context.Background())
+				_, err := checkOut(t, context.Background(), p)
 				if err == nil {
 					t.Fatal("check-out succeeded")
 				}
@@ -514,7 +514,7 @@ func TestErrorCheckIn(t *testing.T) {
 		defer other.Close()
 		mustReady(t, p)
 		mustReady(t, other)
-		c, err := p.CheckOut(context.Background())
+		c, err := checkOut(t, context.Background(), p)
 		must(t, err)
 
 		err = other.CheckIn(c)

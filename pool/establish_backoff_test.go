@@ -55,7 +55,7 @@ func refusedPool(t *testing.T) (*attemptLog, *pool.Pool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { closePool(t, p) })
 	mustReady(t, p)
 	return l, p
 }
@@ -86,7 +86,7 @@ func TestPopulationBacksOffAfterFailures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer p.Close()
+				defer closePool(t, p)
 				start := time.Now()
 				mustReady(t, p)
 				time.Sleep(2 * time.Second)
@@ -149,7 +149,7 @@ func TestCheckOutsWaitForTheBackoff(t *testing.T) {
 				}
 			})
 		}
-		wg.Wait()
+		within(t, hangLimit, wg.Wait)
 		// Two at a time (maxConnecting) at each end of a backoff: 100ms,
 		// 300ms, 700ms and 1.5s after the first at the earliest.
 		if n := len(l.times()); n > 10 {
@@ -172,7 +172,7 @@ func TestReadyEndsTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l, p := refusedPool(t)
 		for range 5 { // the backoff is now at 800ms at least
-			if _, err := p.CheckOut(context.Background()); err == nil {
+			if _, err := checkOut(t, context.Background(), p); err == nil {
 				t.Fatal("a check-out succeeded against a refusing server")
 			}
 		}

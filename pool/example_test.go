@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/mongopool/mongopool/pool"
 )
@@ -40,8 +41,12 @@ func Example() {
 		return
 	}
 
+	// Give every use of the pool a deadline: a check-out that cannot be
+	// served in time fails rather than wait for ever.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	for range 2 {
-		err = p.Do(context.Background(), func(c *pool.Conn) error {
+		err = p.Do(ctx, func(c *pool.Conn) error {
 			link := c.Link().(*exampleLink) // the Connector's own type
 			fmt.Println("running on connection", c.ID(), "link", link.id)
 			return nil
@@ -61,7 +66,8 @@ func ExamplePool_Stats() {
 	defer p.Close()
 	p.Ready()
 
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	c1, _ := p.CheckOut(ctx)
 	c2, _ := p.CheckOut(ctx)
 	p.CheckIn(c1)
@@ -96,7 +102,9 @@ func ExampleWithEventHandler() {
 
 	p, _ := pool.New("localhost:27017", exampleConnector, pool.WithEventHandler(record))
 	p.Ready()
-	p.Do(context.Background(), func(*pool.Conn) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p.Do(ctx, func(*pool.Conn) error { return nil })
 	p.Close()
 
 	mu.Lock()
@@ -126,7 +134,8 @@ func ExamplePool_Clear() {
 	p, _ := pool.New("localhost:27017", exampleConnector)
 	defer p.Close()
 	p.Ready()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	p.Do(ctx, func(*pool.Conn) error { return nil }) // connection 1, now idle
 
 	p.Clear(pool.ClearOptions{Cause: errors.New("server went away")})

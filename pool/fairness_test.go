@@ -33,7 +33,7 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer p.Close()
+		defer closePool(t, p)
 		mustReady(t, p)
 		held := mustCheckOut(t, p)
 
@@ -54,7 +54,7 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 		}
 		hold.Store(true)
 		go checkOut("first")
-		<-inside // first's event is out; it has not queued
+		recv(t, inside, "the first check-out's event") // it is out; the check-out has not queued
 		go checkOut("second")
 		synctest.Wait()
 		wantQueued(t, p, 1)
@@ -62,7 +62,7 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 		synctest.Wait()
 		wantQueued(t, p, 2)
 		mustCheckIn(t, p, held)
-		if a, b := <-served, <-served; a != "first" || b != "second" {
+		if a, b := recv(t, served, "a check-out served"), recv(t, served, "a check-out served"); a != "first" || b != "second" {
 			t.Errorf("served %s, then %s; want first, then second", a, b)
 		}
 	})
@@ -87,7 +87,7 @@ func TestWaiterCheckedOutEventPrecedesReturn(t *testing.T) {
 	ch := checkOutAsync(ctx, p)
 	log.waitFor(t, pool.ConnectionCheckOutStarted, 2)
 	mustCheckIn(t, p, held)
-	r := <-ch
+	r := recv(t, ch, "the waiting check-out")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
@@ -121,7 +121,11 @@ func TestBlockedCheckOutAllocations(t *testing.T) {
 		}
 	}()
 	defer close(want)
-	deadline := time.Now().Add(time.Minute)
+	// One limit for the whole run: a timer per wait would be counted among
+	// the allocations.
+	limit := time.NewTimer(hangLimit)
+	defer limit.Stop()
+	deadline := time.Now().Add(hangLimit)
 	allocs := testing.AllocsPerRun(200, func() {
 		c, err := p.CheckOut(ctx)
 		if err != nil {
@@ -137,7 +141,12 @@ func TestBlockedCheckOutAllocations(t *testing.T) {
 		if err := p.CheckIn(c); err != nil { // straight to the waiter
 			t.Fatal(err)
 		}
-		if c = <-got; c == nil {
+		select {
+		case c = <-got:
+		case <-limit.C:
+			t.Fatalf("the waiter did not get its connection within %v", hangLimit)
+		}
+		if c == nil {
 			t.Fatal("the waiter got no connection")
 		}
 		if err := p.CheckIn(c); err != nil {

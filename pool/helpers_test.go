@@ -2,12 +2,93 @@ package pool_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
 )
+
+// hangLimit bounds every wait of the tests, so that a regression that leaves
+// a check-out, a Close or an awaited event waiting fails its test with a
+// message instead of hanging until the package's timeout. Outside a synctest
+// bubble it is real time, far beyond what any of these waits takes. Inside a
+// bubble it is the bubble's fake clock, which moves on whenever every
+// goroutine waits (the pool's maintenance timer alone would keep it moving
+// forever): the limit is reached at once.
+const hangLimit = 10 * time.Second
+
+// hung fails the test for a wait that has not ended after d, with every
+// goroutine's stack to show where each one waits.
+func hung(t testing.TB, what string, d time.Duration) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	t.Fatalf("%s: still waiting after %v (a deadlock, or a wake-up that never comes); goroutines:\n%s", what, d, buf)
+}
+
+// within runs fn on its own goroutine and fails the test if fn has not
+// returned after d.
+func within(t testing.TB, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		hung(t, "a call", d)
+	}
+}
+
+// recv returns the next value of ch, failing the test if none comes within
+// hangLimit; what names the value for the message.
+func recv[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(hangLimit)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		hung(t, what, hangLimit)
+		panic("unreachable: hung ends the test")
+	}
+}
+
+// checkOut is p.CheckOut(ctx), run on its own goroutine so that the test
+// fails after hangLimit, rather than hang, whatever the pool does: even a
+// context's deadline is of no help when the pool forgets to wake a
+// check-out.
+func checkOut(t testing.TB, ctx context.Context, p *pool.Pool) (*pool.Conn, error) {
+	t.Helper()
+	r := recv(t, checkOutAsync(ctx, p), "a check-out")
+	return r.c, r.err
+}
+
+// do is p.Do(ctx, fn), bounded as checkOut is.
+func do(t testing.TB, ctx context.Context, p *pool.Pool, fn func(*pool.Conn) error) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- p.Do(ctx, fn) }()
+	return recv(t, ch, "Do")
+}
+
+// closePool is p.Close(), failing the test if it has not returned after
+// hangLimit.
+func closePool(t testing.TB, p *pool.Pool) {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- p.Close() }()
+	if err := recv(t, ch, "Close"); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // evLog records a pool's events and lets a test wait for them.
 type evLog struct {
@@ -58,10 +139,10 @@ func (l *evLog) count(t pool.EventType) int {
 }
 
 // waitFor blocks until n events of type t were recorded, failing the test
-// after a minute.
+// after hangLimit.
 func (l *evLog) waitFor(t testing.TB, typ pool.EventType, n int) {
 	t.Helper()
-	timeout := time.NewTimer(time.Minute)
+	timeout := time.NewTimer(hangLimit)
 	defer timeout.Stop()
 	for {
 		l.mu.Lock()
@@ -93,7 +174,7 @@ func newPool(t testing.TB, f *fakeConnector, opts ...pool.Option) (*pool.Pool, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { closePool(t, p) })
 	return p, log
 }
 
@@ -106,7 +187,7 @@ func readyPool(t testing.TB, opts ...pool.Option) *pool.Pool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close() })
+	t.Cleanup(func() { closePool(t, p) })
 	mustReady(t, p)
 	return p
 }
@@ -126,9 +207,13 @@ func mustReady(t testing.TB, p *pool.Pool) {
 	}
 }
 
+// mustCheckOut checks a connection out, failing the test if that fails or
+// has not ended after hangLimit. The check-out has no deadline of its own:
+// the pool's path for a check-out that nothing but its result can end is
+// the one taken.
 func mustCheckOut(t testing.TB, p *pool.Pool) *pool.Conn {
 	t.Helper()
-	c, err := p.CheckOut(context.Background())
+	c, err := checkOut(t, context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

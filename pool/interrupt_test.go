@@ -33,7 +33,7 @@ func TestInterruptInUseConnections(t *testing.T) {
 		if err := p.Clear(pool.ClearOptions{Cause: cause, InterruptInUse: true}); err != nil {
 			t.Fatal(err)
 		}
-		err := <-opErr
+		err := recv(t, opErr, "the interrupted operation")
 		var pce *pool.PoolClearedError
 		if !errors.As(err, &pce) || !pce.Interrupted || !errors.Is(err, cause) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
 			t.Fatalf("interrupted operation returned %v", err)
@@ -89,7 +89,7 @@ func TestInterruptPendingConnection(t *testing.T) {
 		res := checkOutAsync(context.Background(), p)
 		synctest.Wait()
 		p.Clear(pool.ClearOptions{InterruptInUse: true})
-		r := <-res
+		r := recv(t, res, "the check-out waiting on the interrupted establishment")
 		var pce *pool.PoolClearedError
 		if !errors.As(r.err, &pce) {
 			t.Fatalf("check-out: %v, want a PoolClearedError", r.err)

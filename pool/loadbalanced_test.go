@@ -86,7 +86,7 @@ func TestLoadBalancedClearKeepsWaiters(t *testing.T) {
 		t.Fatalf("clear evicted the waiter: %+v", s)
 	}
 	mustCheckIn(t, p, c) // stale: closed, which makes room for the waiter
-	r := <-res
+	r := recv(t, res, "the waiting check-out")
 	if r.err != nil || r.c.ID() != 2 || r.c.ServiceID() != svcB {
 		t.Fatalf("waiter got %v, %v; want the new connection 2 to B", r.c, r.err)
 	}
@@ -96,7 +96,7 @@ func TestLoadBalancedClearKeepsWaiters(t *testing.T) {
 func TestLoadBalancedNeedsServiceID(t *testing.T) {
 	p, _ := newPool(t, &fakeConnector{}, pool.WithLoadBalanced(true))
 	mustReady(t, p)
-	_, err := p.CheckOut(context.Background())
+	_, err := checkOut(t, context.Background(), p)
 	var ce *pool.ConnectionError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "serviceId") {
 		t.Fatalf("check-out without a serviceId: %v", err)

@@ -303,7 +303,7 @@ var logScenarios = []logScenario{
 				c := mustCheckOut(t, p)
 				must(t, p.CheckIn(c))
 			}
-			must(t, p.Close())
+			closePool(t, p)
 		},
 		wantOrder: []string{
 			"Connection pool created",
@@ -329,7 +329,7 @@ var logScenarios = []logScenario{
 		clearOnEstablishError: true,
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
 			mustReady(t, p)
-			if _, err := p.CheckOut(context.Background()); err == nil {
+			if _, err := checkOut(t, context.Background(), p); err == nil {
 				t.Fatal("check-out succeeded with a failing connector")
 			}
 		},
@@ -439,7 +439,7 @@ var logScenarios = []logScenario{
 		connector: func() *fakeConnector { return &fakeConnector{FailAfterHello: errLogTest} },
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
 			mustReady(t, p)
-			if _, err := p.CheckOut(context.Background()); err == nil {
+			if _, err := checkOut(t, context.Background(), p); err == nil {
 				t.Fatal("check-out succeeded with a failing connector")
 			}
 		},
@@ -454,8 +454,8 @@ var logScenarios = []logScenario{
 			mustReady(t, p)
 			c := mustCheckOut(t, p)
 			must(t, p.CheckIn(c))
-			must(t, p.Close())
-			if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrPoolClosed) {
+			closePool(t, p)
+			if _, err := checkOut(t, context.Background(), p); !errors.Is(err, pool.ErrPoolClosed) {
 				t.Fatalf("check-out after Close: %v, want ErrPoolClosed", err)
 			}
 		},
@@ -470,7 +470,7 @@ var logScenarios = []logScenario{
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
 			mustReady(t, p)
 			c := mustCheckOut(t, p)
-			must(t, p.Close())
+			closePool(t, p)
 			must(t, p.CheckIn(c))
 		},
 		want: []string{"Connection closed: " + logReasonPoolClosed},
@@ -482,7 +482,7 @@ var logScenarios = []logScenario{
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
 			mustReady(t, p)
 			c := mustCheckOut(t, p)
-			if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrWaitQueueTimeout) {
+			if _, err := checkOut(t, context.Background(), p); !errors.Is(err, pool.ErrWaitQueueTimeout) {
 				t.Fatalf("second check-out: %v, want ErrWaitQueueTimeout", err)
 			}
 			must(t, p.CheckIn(c))
@@ -498,7 +498,7 @@ var logScenarios = []logScenario{
 			c := mustCheckOut(t, p)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 			defer cancel()
-			if _, err := p.CheckOut(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			if _, err := checkOut(t, ctx, p); !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("second check-out: %v, want DeadlineExceeded", err)
 			}
 			must(t, p.CheckIn(c))
@@ -508,7 +508,7 @@ var logScenarios = []logScenario{
 	{
 		name: "connectionError: check-out from a paused pool",
 		run: func(t *testing.T, p *pool.Pool, f *fakeConnector) {
-			if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrPoolCleared) {
+			if _, err := checkOut(t, context.Background(), p); !errors.Is(err, pool.ErrPoolCleared) {
 				t.Fatalf("check-out from a paused pool: %v, want ErrPoolCleared", err)
 			}
 		},
@@ -561,7 +561,7 @@ func TestLogMessagesMatchSpecification(t *testing.T) {
 				must(t, err)
 				defer p.Close()
 				sc.run(t, p, f)
-				must(t, p.Close())
+				closePool(t, p)
 				records = h.records()
 			})
 
@@ -629,7 +629,7 @@ func logCreated(t *testing.T, address string, opts ...pool.Option) (logRecord, [
 	h := newLogHandler(slog.LevelDebug)
 	p, err := pool.New(address, &fakeConnector{}, append([]pool.Option{pool.WithLogger(slog.New(h))}, opts...)...)
 	must(t, err)
-	must(t, p.Close())
+	closePool(t, p)
 	rs := h.records()
 	if len(rs) == 0 || rs[0].Message != logMsgPoolCreated {
 		t.Fatalf("first record is not %q:\n%s", logMsgPoolCreated, logDump(rs))
@@ -702,7 +702,7 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 			// A service the pool has no connection to is cleared as well.
 			other := pool.ServiceID{11: 1}
 			must(t, p.Clear(pool.ClearOptions{ServiceID: other}))
-			must(t, p.Close())
+			closePool(t, p)
 
 			var ids []string
 			for _, r := range h.records() {
@@ -733,7 +733,7 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 			defer p.Close()
 			mustReady(t, p)
 			must(t, p.Clear(pool.ClearOptions{Cause: errLogTest, InterruptInUse: true}))
-			must(t, p.Close())
+			closePool(t, p)
 			n := 0
 			for _, r := range h.records() {
 				checkLogRecord(t, r, logExpect{host: "localhost", port: 27017, options: map[string]int64{}})
@@ -778,7 +778,7 @@ func TestLogServerHostAndPort(t *testing.T) {
 				mustReady(t, p)
 				c := mustCheckOut(t, p)
 				must(t, p.CheckIn(c))
-				must(t, p.Close())
+				closePool(t, p)
 				rs := h.records()
 				if len(rs) == 0 {
 					t.Fatal("no records")
@@ -804,10 +804,10 @@ func TestLogDisabledForDebug(t *testing.T) {
 			pool.WithMaxPoolSize(1), pool.WithWaitQueueTimeout(time.Millisecond), pool.WithMaxIdleTime(time.Millisecond))
 		must(t, err)
 		defer p.Close()
-		p.CheckOut(context.Background()) // paused: fails
+		checkOut(t, context.Background(), p) // paused: fails
 		mustReady(t, p)
 		c := mustCheckOut(t, p)
-		p.CheckOut(context.Background()) // times out
+		checkOut(t, context.Background(), p) // times out
 		c.Link().(*fakeLink).fail(errLogTest)
 		must(t, p.CheckIn(c))
 		c = mustCheckOut(t, p)
@@ -817,9 +817,9 @@ func TestLogDisabledForDebug(t *testing.T) {
 		synctest.Wait()
 		f.set(func(f *fakeConnector) { f.FailBeforeHello = errLogTest })
 		mustReady(t, p)
-		p.CheckOut(context.Background()) // establishment fails
-		must(t, p.Close())
-		p.CheckOut(context.Background()) // closed
+		checkOut(t, context.Background(), p) // establishment fails
+		closePool(t, p)
+		checkOut(t, context.Background(), p) // closed
 
 		if n := h.sink.handles.Load(); n != 0 {
 			t.Errorf("Handle called %d times", n)

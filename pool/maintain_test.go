@@ -110,3 +110,78 @@ func TestClearHaltsPopulation(t *testing.T) {
 		}
 	})
 }
+
+// A connection's idle time counts from its last check-in. One that is
+// checked in, checked out again, used for a while and checked in a second
+// time is not closed as idle until maxIdleTimeMS after that second
+// check-in, however long ago it was established, first checked in or last
+// checked out; and then it is. Both the maintenance and a check-out are
+// checked: the second case runs without maintenance.
+func TestIdleTimeCountsFromLastCheckIn(t *testing.T) {
+	const (
+		maxIdle  = time.Second
+		interval = 100 * time.Millisecond
+		step     = 600 * time.Millisecond // less than maxIdle; two of them more
+	)
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+	}{
+		{"maintenance", interval},
+		{"check-out", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, log := newPool(t, &fakeConnector{}, pool.WithMaxIdleTime(maxIdle), pool.WithMaintenanceInterval(tc.interval))
+				mustReady(t, p)
+				start := time.Now()
+				var lastIn time.Time
+				checkIn := func(c *pool.Conn) {
+					t.Helper()
+					mustCheckIn(t, p, c)
+					lastIn = time.Now()
+				}
+				wantIdle := func(c *pool.Conn) {
+					t.Helper()
+					synctest.Wait()
+					if s := p.Stats(); s.ClosedIdle != 0 || s.Available != 1 {
+						t.Fatalf("at %v, %v after connection %d's last check-in (maxIdleTimeMS %v): stats %+v, want it idle; events %v",
+							time.Since(start), time.Since(lastIn), c.ID(), maxIdle, s, log.types())
+					}
+					if got := mustCheckOut(t, p); got != c {
+						t.Fatalf("at %v, %v after connection %d's last check-in (maxIdleTimeMS %v): checked out connection %d; events %v",
+							time.Since(start), time.Since(lastIn), c.ID(), maxIdle, got.ID(), log.types())
+					}
+				}
+
+				c := mustCheckOut(t, p) // established and checked out at 0
+				checkIn(c)
+				time.Sleep(step)
+				wantIdle(c)
+				time.Sleep(step) // in use
+				checkIn(c)
+				time.Sleep(step) // 1.8s after its establishment and first check-in, 1.2s after its check-out
+				wantIdle(c)
+				checkIn(c)
+				time.Sleep(maxIdle - interval)
+				wantIdle(c)
+				checkIn(c)
+
+				// Past maxIdleTimeMS, the first maintenance run or the next
+				// check-out closes it.
+				time.Sleep(maxIdle + interval)
+				synctest.Wait()
+				wantCreated := int64(1)
+				if tc.interval < 0 {
+					got := mustCheckOut(t, p)
+					defer mustCheckIn(t, p, got)
+					wantCreated++ // for that check-out
+				}
+				if s := p.Stats(); s.ClosedIdle != 1 || s.Created != wantCreated {
+					t.Fatalf("%v after connection %d's last check-in: stats %+v, want it closed as idle (maxIdleTimeMS %v)",
+						time.Since(lastIn), c.ID(), s, maxIdle)
+				}
+			})
+		})
+	}
+}

@@ -15,27 +15,6 @@ import (
 	"github.com/mongopool/mongopool/pool"
 )
 
-// within runs fn on its own goroutine and fails the test, with every
-// goroutine's stack, if fn has not returned after d: a deadlock shows as a
-// failure in seconds instead of a hang until the package's timeout.
-func within(t *testing.T, d time.Duration, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		fn()
-	}()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		t.Fatalf("still running after %v (a deadlock?); goroutines:\n%s", d, buf)
-	}
-}
-
 // callbackAction is what a re-entrant event handler does with the pool.
 type callbackAction struct {
 	name string
@@ -56,9 +35,11 @@ var callbackActions = []callbackAction{
 // waiting check-outs served by a check-in and by an establishment, a failed
 // establishment, idle connections closed by the maintenance and by Close, and
 // a clear that interrupts a connection in use. Steps may fail once a handler
-// closed the pool; none may hang: every check-out has a deadline.
-func callbackScenario(t *testing.T, p *pool.Pool, f *fakeConnector) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// closed the pool; none may hang: every check-out has a deadline, and the
+// scenario returns an error if one of them was reached.
+func callbackScenario(t *testing.T, p *pool.Pool, f *fakeConnector) error {
+	const limit = hangLimit / 2
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	p.Ready()
 
@@ -95,6 +76,10 @@ func callbackScenario(t *testing.T, p *pool.Pool, f *fakeConnector) {
 		p.CheckIn(c)
 	}
 	p.Close()
+	if ctx.Err() != nil {
+		return fmt.Errorf("a check-out of the scenario was still waiting after %v", limit)
+	}
+	return nil
 }
 
 // awaitWaiting waits until a check-out waits in the pool's queue, or the pool
@@ -121,8 +106,20 @@ func TestHandlersMayCallThePool(t *testing.T) {
 	for ty := pool.PoolCreated; ty <= pool.ConnectionCheckedIn; ty++ {
 		types = append(types, ty.String())
 	}
+	// A case that hangs leaves goroutines stuck, and every later case would
+	// wait out its limit too: the cases after it are not run.
+	var stuck atomic.Bool
+	bounded := func(t *testing.T, d time.Duration, fn func()) {
+		t.Helper()
+		stuck.Store(true) // still true if within ends the case
+		within(t, d, fn)
+		stuck.Store(false)
+	}
 	for _, on := range types {
 		for _, act := range callbackActions {
+			if stuck.Load() {
+				t.Fatal("a case hung: the cases after it were not run")
+			}
 			t.Run(on+"->"+act.name, func(t *testing.T) {
 				var (
 					p     *pool.Pool
@@ -155,7 +152,8 @@ func TestHandlersMayCallThePool(t *testing.T) {
 					t.Fatal(err)
 				}
 				close(ready)
-				within(t, 20*time.Second, func() {
+				var scenarioErr error
+				bounded(t, hangLimit, func() {
 					if on == pool.PoolCreated.String() {
 						// Delivered before New returned: make the call
 						// here, as a handler of it would have.
@@ -163,12 +161,16 @@ func TestHandlersMayCallThePool(t *testing.T) {
 						act.do(p)
 						calls.Add(1)
 					}
-					callbackScenario(t, p, f)
+					scenarioErr = callbackScenario(t, p, f)
 				})
+				if scenarioErr != nil {
+					stuck.Store(true)
+					t.Fatal(scenarioErr)
+				}
 				if !fired.Load() {
 					t.Fatalf("the scenario emitted no %s", on)
 				}
-				within(t, 10*time.Second, func() {
+				bounded(t, hangLimit, func() {
 					// The call may still be running in a handler on a
 					// goroutine of the pool's; Close waits for those.
 					p.Close()
@@ -216,7 +218,7 @@ func TestReentrantEventsKeepTheirOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, 10*time.Second, func() {
+	within(t, hangLimit, func() {
 		p.Ready()
 		p.Close()
 	})
@@ -247,7 +249,7 @@ func TestConcurrentCloseWaitsForTheFirst(t *testing.T) {
 		}
 		var firstDone, secondDone atomic.Bool
 		go func() { p.Close(); firstDone.Store(true) }()
-		<-entered
+		recv(t, entered, "the PoolClosed event")
 		go func() { p.Close(); secondDone.Store(true) }()
 		synctest.Wait()
 		if secondDone.Load() {
@@ -278,7 +280,7 @@ func TestCheckedOutHandlerClosesThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustReady(t, p)
-	within(t, 10*time.Second, func() {
+	within(t, hangLimit, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		got := checkOutAsync(ctx, p)

@@ -56,6 +56,8 @@ func TestCountsStayConsistentUnderLoad(t *testing.T) {
 		}()
 	}
 	stop := make(chan struct{})
+	halt := sync.OnceFunc(func() { close(stop) })
+	defer halt() // also when the test fails before the end
 	var side sync.WaitGroup
 	side.Add(2)
 	go func() { // the clearer
@@ -81,9 +83,12 @@ func TestCountsStayConsistentUnderLoad(t *testing.T) {
 			checkCounts(t, p.Stats())
 		}
 	}()
-	wg.Wait()
-	close(stop)
-	side.Wait()
+	// Every Do has a deadline of 2ms at most, but a pool that forgot to
+	// wake a check-out would keep it waiting for ever: the wait for the
+	// workers is bounded too.
+	within(t, hangLimit, wg.Wait)
+	halt()
+	within(t, hangLimit, side.Wait)
 	select {
 	case err := <-failures:
 		t.Fatal(err)
@@ -94,7 +99,7 @@ func TestCountsStayConsistentUnderLoad(t *testing.T) {
 	if s.InUse != 0 || s.Waiting != 0 {
 		t.Fatalf("after the load: %+v", s)
 	}
-	p.Close()
+	closePool(t, p)
 	s = p.Stats()
 	checkCounts(t, s)
 	if s.Total != 0 || f.openLinks() != 0 {

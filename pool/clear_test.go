@@ -1,0 +1,59 @@
+package pool_test
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+
+	"github.com/mongopool/mongopool/pool"
+)
+
+// Clearing a pool that is paused already emits no PoolCleared event and
+// writes no "Connection pool cleared" message: the specification says it
+// MUST NOT, as the pool was cleared before and has made no connection since.
+// The clear does the rest all the same: the generation moves on, so that
+// errors of the generation before are known to be stale, and
+// interruptInUseConnections interrupts the connections of that generation.
+func TestClearPausedPoolEmitsNoEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newLogHandler(slog.LevelDebug)
+		p, log := newPool(t, &fakeConnector{}, pool.WithLogger(slog.New(h)))
+		want := func(events int, gen uint64, when string) {
+			t.Helper()
+			messages := 0
+			for _, r := range h.records() {
+				if r.Message == "Connection pool cleared" {
+					messages++
+				}
+			}
+			if n := log.count(pool.PoolCleared); n != events || messages != events {
+				t.Fatalf("%s: %d PoolCleared events and %d cleared messages, want %d; events %v", when, n, messages, events, log.types())
+			}
+			if g := p.Generation(pool.ServiceID{}); g != gen {
+				t.Fatalf("%s: generation %d, want %d", when, g, gen)
+			}
+		}
+
+		must(t, p.Clear(pool.ClearOptions{}))
+		want(0, 1, "cleared while paused since its creation")
+
+		mustReady(t, p)
+		c := mustCheckOut(t, p) // of generation 1
+		must(t, p.Clear(pool.ClearOptions{Cause: errors.New("first error")}))
+		want(1, 2, "cleared once ready")
+		// A second error of the same generation, from a monitor that timed
+		// out: the pool is paused, the clear is not announced, but the
+		// connection in use is interrupted.
+		must(t, p.Clear(pool.ClearOptions{Cause: errors.New("second error"), InterruptInUse: true}))
+		want(1, 3, "cleared again while paused")
+		if err := c.Err(); !errors.Is(err, pool.ErrPoolCleared) {
+			t.Fatalf("the connection in use: Err() = %v, want it interrupted by the second clear", err)
+		}
+		mustCheckIn(t, p, c)
+
+		mustReady(t, p)
+		must(t, p.Clear(pool.ClearOptions{}))
+		want(2, 4, "cleared once ready again")
+	})
+}
