@@ -205,10 +205,10 @@ func TestFaultsInReplies(t *testing.T) {
 func TestFaultDelayWithinTimeouts(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
-	p := openCtx(t, waitCtx(t), s.URI()+"?socketTimeoutMS=20000")
+	p := openCtx(t, ctx(t), s.URI()+"?socketTimeoutMS=20000")
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultDelay, Delay: 20 * time.Millisecond, Commands: []string{"ping"}, Times: 2})
 	for range 3 {
-		if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+		if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -358,13 +358,13 @@ func TestFaultHangCanceled(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
 	rec := newE2EEventLog()
-	p := openCtx(t, waitCtx(t), s.URI(), pool.WithEventHandler(rec.handler))
+	p := openCtx(t, ctx(t), s.URI(), pool.WithEventHandler(rec.handler))
 	// The fail point holds the ping for longer than the test runs (the
 	// server's Close ends the block), and tells when it holds it.
 	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"ping"}, BlockTime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	testCtx := waitCtx(t)
+	testCtx := ctx(t)
 	c, cancel := context.WithCancel(testCtx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -403,7 +403,7 @@ func TestFaultOpenHelloHangs(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"isMaster"}})
-	p, err := mongopool.Open(waitCtx(t), s.URI()+"?connectTimeoutMS=200")
+	p, err := mongopool.Open(ctx(t), s.URI()+"?connectTimeoutMS=200")
 	if err == nil {
 		p.Close()
 		t.Fatal("Open succeeded")

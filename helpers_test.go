@@ -157,20 +157,12 @@ func e2eClosedConn(id int64) func(pool.Event) bool {
 	return func(e pool.Event) bool { return e.Type == pool.ConnectionClosed && e.ConnectionID == id }
 }
 
-// hangLimit bounds each wait of the tests that use waitCtx or caseLimits: a
+// hangLimit bounds each wait of the tests that use ctx or caseLimits: a
 // regression that leaves a check-out or a command waiting (a pool that never
 // hands a check-out its connection, or its error) fails the test after this
 // long, with a message, rather than at the package's timeout. Every wait it
 // bounds ends within a second or so on loopback.
 const hangLimit = 10 * time.Second
-
-// waitCtx returns a context for one wait of the test, ending after
-// hangLimit.
-func waitCtx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), hangLimit)
-	t.Cleanup(cancel)
-	return c
-}
 
 // openCtx is Open under c, with the pool closed at the end of the test.
 func openCtx(t *testing.T, c context.Context, uri string, opts ...pool.Option) *mongopool.Pool {

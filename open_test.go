@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -43,8 +42,9 @@ func aliceServer(t *testing.T, password string, opts ...mongotest.Option) *mongo
 	return s
 }
 
+// ctx returns a context for one wait of the test, ending after hangLimit.
 func ctx(t *testing.T) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, cancel := context.WithTimeout(context.Background(), hangLimit)
 	t.Cleanup(cancel)
 	return c
 }

@@ -63,7 +63,7 @@ func proseCheckOptions(t *testing.T, events *e2eEventLog, p *mongopool.Pool) {
 // waitQueueTimeoutMS, whose error names both.
 func proseCheckBehaviour(t *testing.T, events *e2eEventLog, p *mongopool.Pool, readyBefore int) {
 	t.Helper()
-	ctx := waitCtx(t)
+	ctx := ctx(t)
 	events.waitN(ctx, t, "the 2 connections of minPoolSize=2", readyBefore+2, proseIsReady)
 	var held []*pool.Conn
 	defer func() {
@@ -90,7 +90,7 @@ func proseCheckBehaviour(t *testing.T, events *e2eEventLog, p *mongopool.Pool, r
 func TestProseCMAP1OptionsAtClientLevel(t *testing.T) {
 	s := server(t)
 	events := newE2EEventLog()
-	p := openCtx(t, waitCtx(t), s.URI(), append(slices.Clone(proseOptions), pool.WithEventHandler(events.handler))...)
+	p := openCtx(t, ctx(t), s.URI(), append(slices.Clone(proseOptions), pool.WithEventHandler(events.handler))...)
 	proseCheckOptions(t, events, p)
 	proseCheckBehaviour(t, events, p, 0)
 }
@@ -107,7 +107,7 @@ func TestProseCMAP2SameOptionsForAllPools(t *testing.T) {
 	for range 2 {
 		s := server(t)
 		events := newE2EEventLog()
-		p := openCtx(t, waitCtx(t), s.URI(), append(slices.Clone(proseOptions), pool.WithEventHandler(events.handler))...)
+		p := openCtx(t, ctx(t), s.URI(), append(slices.Clone(proseOptions), pool.WithEventHandler(events.handler))...)
 		clients, logs = append(clients, p), append(logs, events)
 	}
 	for i, p := range clients {
@@ -137,7 +137,7 @@ func TestProseCMAP3OptionsInURI(t *testing.T) {
 	s := server(t)
 	events := newE2EEventLog()
 	logs := &proseLogHandler{}
-	p := openCtx(t, waitCtx(t), s.URI()+proseURIOptions, pool.WithEventHandler(events.handler), pool.WithLogger(slog.New(logs)))
+	p := openCtx(t, ctx(t), s.URI()+proseURIOptions, pool.WithEventHandler(events.handler), pool.WithLogger(slog.New(logs)))
 	if w := p.Warnings(); len(w) != 0 {
 		t.Fatalf("warnings %q: the URI's pool options were not all understood", w)
 	}
@@ -162,12 +162,12 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 	s := server(t)
 	events := newE2EEventLog()
 	logs := &proseLogHandler{}
-	p, err := mongopool.Open(waitCtx(t), s.URI(), pool.WithEventHandler(events.handler), pool.WithLogger(slog.New(logs)))
+	p, err := mongopool.Open(ctx(t), s.URI(), pool.WithEventHandler(events.handler), pool.WithLogger(slog.New(logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() }) // for an early failure; Close is idempotent
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Close(); err != nil {

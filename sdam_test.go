@@ -112,7 +112,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 	if got := rec.types(0); !slices.Equal(got, []string{"ConnectionPoolCreated", "ConnectionPoolReady"}) {
 		t.Fatalf("events after New: %v", got)
 	}
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatal(err)
 	}
 	if st := p.Stats(); st.Created != 1 {
@@ -122,7 +122,7 @@ func TestNewDoesNotConnect(t *testing.T) {
 	// Nothing listens: New still succeeds, the command fails.
 	p2 := sdamNew(t, refusedURI(t)+"?connectTimeoutMS=2000")
 	var ce *pool.ConnectionError
-	if _, err := p2.RunCommand(waitCtx(t), "admin", ping); !errors.As(err, &ce) {
+	if _, err := p2.RunCommand(ctx(t), "admin", ping); !errors.As(err, &ce) {
 		t.Fatalf("a command against nothing: %v, want the ConnectionError of the refused connection", err)
 	}
 
@@ -150,7 +150,7 @@ func TestSDAMAuthErrorClearsUntilServerAnswers(t *testing.T) {
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-auth", CloseConnection: true, Times: 1})
 
 	start := rec.count()
-	_, err := p.RunCommand(waitCtx(t), "admin", ping)
+	_, err := p.RunCommand(ctx(t), "admin", ping)
 	var ce *pool.ConnectionError
 	if !errors.As(err, &ce) || !ce.DuringAuth || pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		t.Fatalf("command: %v, want an unlabelled connection error during authentication", err)
@@ -168,13 +168,13 @@ func TestSDAMAuthErrorClearsUntilServerAnswers(t *testing.T) {
 	}
 	mu.Unlock()
 
-	_, err = p.RunCommand(waitCtx(t), "admin", ping)
+	_, err = p.RunCommand(ctx(t), "admin", ping)
 	var pce *pool.PoolClearedError
 	if !errors.As(err, &pce) || !pool.HasErrorLabel(err, pool.LabelRetryable) || !errors.Is(err, ce) {
 		t.Fatalf("command on the paused pool: %v, want a retryable PoolClearedError caused by the auth error", err)
 	}
-	rec.awaitReady(t, waitCtx(t))
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+	rec.awaitReady(t, ctx(t))
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatalf("after the server answered: %v", err)
 	}
 	if st := p.Stats(); st.State != "ready" || st.Clears != 1 {
@@ -192,15 +192,15 @@ func TestSDAMHeartbeatRecovers(t *testing.T) {
 	// A server error during authentication clears too: any establishment
 	// error without the backpressure label does.
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-hb", ErrorCode: 18, Times: 1})
-	_, err := p.RunCommand(waitCtx(t), "admin", ping)
+	_, err := p.RunCommand(ctx(t), "admin", ping)
 	if err == nil || !strings.Contains(err.Error(), "failCommand") {
 		t.Fatalf("command: %v, want the fail point's error", err)
 	}
 	if st := p.Stats(); st.State != "paused" {
 		t.Fatalf("after the auth error: %+v", st)
 	}
-	rec.awaitReady(t, waitCtx(t))
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+	rec.awaitReady(t, ctx(t))
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatalf("after the heartbeat: %v", err)
 	}
 }
@@ -266,7 +266,7 @@ func TestSDAMStaleErrorDoesNotClearAgain(t *testing.T) {
 	// Both connections block in saslContinue; closing the server then
 	// breaks them both during authentication.
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-stale", BlockTime: time.Hour, Times: 2})
-	c := waitCtx(t)
+	c := ctx(t)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -308,7 +308,7 @@ func TestSDAMLoadBalanced(t *testing.T) {
 	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?loadBalanced=true&appName=sdam-lb", pool.WithEventHandler(rec.handle))
 
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "sdam-lb", ErrorCode: 91, Times: 1})
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err == nil {
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err == nil {
 		t.Fatal("the command succeeded through the hello fail point")
 	}
 	if st := p.Stats(); st.Clears != 0 || st.State != "ready" {
@@ -316,7 +316,7 @@ func TestSDAMLoadBalanced(t *testing.T) {
 	}
 
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"saslContinue"}, AppName: "sdam-lb", CloseConnection: true, Times: 1})
-	_, err := p.RunCommand(waitCtx(t), "admin", ping)
+	_, err := p.RunCommand(ctx(t), "admin", ping)
 	var ce *pool.ConnectionError
 	if !errors.As(err, &ce) || !ce.DuringAuth {
 		t.Fatalf("command: %v, want a connection error during authentication", err)
@@ -332,7 +332,7 @@ func TestSDAMLoadBalanced(t *testing.T) {
 	if st := p.Stats(); st.Clears != 1 || st.State != "ready" {
 		t.Fatalf("after an auth error: %+v", st)
 	}
-	if _, err := p.RunCommand(waitCtx(t), "admin", ping); err != nil {
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatalf("the load-balanced pool does not serve after the clear: %v", err)
 	}
 }
