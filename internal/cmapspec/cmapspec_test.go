@@ -1,10 +1,12 @@
 package cmapspec
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
@@ -204,4 +206,41 @@ func TestUnwaitedThreadErrors(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], `"checkIn refused"`) {
 		t.Fatalf("failures %q, want the refused check-in's only", got)
 	}
+}
+
+type stubLink struct{}
+
+func (stubLink) Close() error { return nil }
+func (stubLink) Err() error   { return nil }
+
+type stubConnector struct{}
+
+func (stubConnector) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+	a.HelloDone(pool.ServiceID{})
+	return stubLink{}, nil
+}
+
+// A check-out the pool never answers fails the operation with a runner error
+// after the thread timeout, instead of hanging the test.
+func TestCheckOutThatNeverEndsFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, err := pool.New("h:1", stubConnector{}, pool.WithMaxPoolSize(1), pool.WithMaintenanceInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := p.Ready(); err != nil {
+			t.Fatal(err)
+		}
+		x := &run{t: t, pool: p, stop: make(chan struct{}), threadTimeout: time.Second,
+			labels: make(map[string]*pool.Conn)}
+		if err := x.exec(operation{name: "checkOut", label: "a"}); err != nil {
+			t.Fatalf("first checkOut: %v", err)
+		}
+		err = x.exec(operation{name: "checkOut"}) // maxPoolSize reached, no waitQueueTimeout
+		var re *runnerError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "did not end within 1s") {
+			t.Fatalf("second checkOut: %v, want a runner error saying it did not end", err)
+		}
+	})
 }

@@ -368,8 +368,16 @@ func (x *run) exec(op operation) error {
 	case "clear":
 		return p.Clear(pool.ClearOptions{InterruptInUse: op.interrupt})
 	case "checkOut":
-		c, err := p.CheckOut(context.Background())
+		// A check-out the pool never answers fails the test after the
+		// thread timeout, rather than hanging it until the package's.
+		ctx, cancel := context.WithTimeout(context.Background(), x.threadTimeout)
+		c, err := p.CheckOut(ctx)
+		expired := ctx.Err() != nil
+		cancel()
 		if err != nil {
+			if expired {
+				return runnerErrorf("checkOut did not end within %v: %v", x.threadTimeout, err)
+			}
 			return err
 		}
 		if op.label != "" {
