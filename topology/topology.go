@@ -1,0 +1,698 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/internal/goid"
+	"github.com/mongopool/mongopool/pool"
+)
+
+// Defaults of the options a Config leaves at zero.
+const (
+	// DefaultHeartbeatFrequency is heartbeatFrequencyMS's default.
+	DefaultHeartbeatFrequency = 10 * time.Second
+	// DefaultServerSelectionTimeout is serverSelectionTimeoutMS's default.
+	DefaultServerSelectionTimeout = 30 * time.Second
+)
+
+// ErrClosed is returned by a Topology's methods once it is closed.
+var ErrClosed = errors.New("topology: the topology is closed")
+
+// ServerMonitor is what the topology needs of the monitor of a server (see
+// StartMonitor): to be asked for a check, to cancel the check in progress
+// and to be stopped. None of them may block, nor call the topology back
+// before returning.
+type ServerMonitor interface {
+	RequestCheck()
+	CancelCheck()
+	Close()
+}
+
+// CheckOutcome is what a monitor's check found: the server's description
+// when it succeeded, or the error and its kind when it failed.
+type CheckOutcome struct {
+	Server ServerDescription // valid when Err is nil
+	Err    error
+	Kind   ErrorKind // of Err
+}
+
+// MonitorHandler is how a monitor reports to its topology: Checked with the
+// outcome of each check, which returns true when the monitor is to check
+// again at once (the "retry once" rule); Event with its heartbeat events.
+// Both may be called from the monitor's goroutine only, one at a time.
+type MonitorHandler struct {
+	Checked func(CheckOutcome) (checkAgainNow bool)
+	Event   func(Event)
+}
+
+// Config is what a Topology is made of.
+type Config struct {
+	// Settings are the connection string's seeds and topology options.
+	Settings Settings
+	// ServerSelectionTimeout bounds SelectServer when the context has no
+	// earlier deadline; DefaultServerSelectionTimeout when zero.
+	ServerSelectionTimeout time.Duration
+	// NewPool makes the pool of the server at address, with the options
+	// every server's pool shares. The pool must report its establishment
+	// errors to establishFailed (pool.WithEstablishErrorHandler), so that the
+	// topology applies the specification's handshake error rules. The pool
+	// starts paused, and the topology marks it ready when a check finds the
+	// server. NewPool is called at most once per server, when a check first
+	// finds it data-bearing (or at once for a load balancer), never under a
+	// lock of the topology's.
+	NewPool func(address string, establishFailed func(error)) (*pool.Pool, error)
+	// StartMonitor starts the monitor of the server at address, which
+	// reports to h. It is not called in a LoadBalanced topology, whose load
+	// balancer is not monitored.
+	StartMonitor func(address string, h MonitorHandler) ServerMonitor
+	// EventHandler, if not nil, receives the SDAM events (the monitors'
+	// heartbeat events among them) in order, one at a time, never under a
+	// lock of the topology's: it may call the Topology back.
+	EventHandler func(Event)
+}
+
+// Topology is a client's running view of a deployment: the SDAM state
+// machine (Description.Apply and the error rules) fed by a monitor per
+// server, with a pool per data-bearing server that the rules clear and mark
+// ready, and server selection over it.
+//
+// Decisions are taken under mu, against the current Description, and their
+// effects (events, pool transitions, monitor requests, publishing the new
+// Description to selection) are carried out outside it, in the order they
+// were taken (see post): a check that found the server cannot mark its pool
+// ready after an error cleared it, and no handler of ours runs under a lock.
+// A server becomes selectable only once its pool is ready: selection reads
+// the Description published after the pool transitions that came with it.
+type Topology struct {
+	id      bson.ObjectID
+	cfg     Config
+	timeout time.Duration
+
+	published atomic.Pointer[snapshot] // what selection sees
+
+	mu sync.Mutex // protects following fields
+	// desc is the current Description, ahead of the published one by the
+	// effects still queued.
+	desc    Description
+	servers map[string]*Server // the servers of desc
+	closed  bool
+	// queue holds the effects of decisions not carried out yet, in order;
+	// applying is true while a goroutine carries them out.
+	queue    []func()
+	applying bool
+	applier  uint64 // the goroutine carrying the effects out, while applying
+	// closeDone is closed once Close has carried out its effects.
+	closeDone chan struct{}
+}
+
+// snapshot is a Description published to selection, with the servers that
+// have a pool. It is never changed: a new one replaces it, and changed is
+// closed then, waking the selections that found no suitable server.
+type snapshot struct {
+	desc    Description
+	servers map[string]*Server
+	changed chan struct{}
+}
+
+// New opens a topology: its initial Description from cfg.Settings, the
+// opening events, a monitor per seed, and in a LoadBalanced topology the
+// load balancer's pool, ready at once.
+func New(cfg Config) (*Topology, error) {
+	if cfg.NewPool == nil {
+		return nil, errors.New("topology: Config.NewPool is nil")
+	}
+	if cfg.StartMonitor == nil && !cfg.Settings.LoadBalanced {
+		return nil, errors.New("topology: Config.StartMonitor is nil")
+	}
+	id := bson.NewObjectID()
+	desc, events, err := Open(id, cfg.Settings)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topology{
+		id:        id,
+		cfg:       cfg,
+		timeout:   cfg.ServerSelectionTimeout,
+		desc:      desc,
+		servers:   make(map[string]*Server),
+		closeDone: make(chan struct{}),
+	}
+	if t.timeout <= 0 {
+		t.timeout = DefaultServerSelectionTimeout
+	}
+	t.published.Store(&snapshot{desc: desc, changed: make(chan struct{})})
+	t.mu.Lock()
+	t.postEventsLocked(events)
+	for _, sd := range desc.Servers() {
+		s := t.addServerLocked(sd.Address)
+		if sd.Type == LoadBalancer {
+			t.postLocked(func() { t.readyPool(s) })
+		}
+	}
+	t.publishLocked()
+	t.unlockAndApply()
+	return t, nil
+}
+
+// ID returns the topology's id, the one its events carry.
+func (t *Topology) ID() bson.ObjectID { return t.id }
+
+// Description returns the Description selection sees now.
+func (t *Topology) Description() Description { return t.published.Load().desc }
+
+// Server returns the server at address, if it is in the topology with a
+// pool.
+func (t *Topology) Server(address string) (*Server, bool) {
+	s, ok := t.published.Load().servers[address]
+	return s, ok
+}
+
+// addServerLocked adds the server at address, with its monitor (started by
+// an effect, outside the lock).
+func (t *Topology) addServerLocked(address string) *Server {
+	s := &Server{topo: t, address: address, staleBelow: make(map[pool.ServiceID]uint64)}
+	t.servers[address] = s
+	if t.cfg.StartMonitor != nil && t.desc.Type != LoadBalanced {
+		t.postLocked(func() {
+			m := t.cfg.StartMonitor(address, MonitorHandler{
+				Checked: func(o CheckOutcome) bool { return t.checked(s, o) },
+				Event:   t.monitorEvent,
+			})
+			t.mu.Lock()
+			if s.removed {
+				t.mu.Unlock()
+				m.Close()
+				return
+			}
+			s.monitor = m
+			t.mu.Unlock()
+		})
+	}
+	return s
+}
+
+// checked applies the outcome of a check of s by its monitor.
+func (t *Topology) checked(s *Server, o CheckOutcome) bool {
+	t.mu.Lock()
+	if t.closed || s.removed {
+		t.mu.Unlock()
+		return false
+	}
+	again := false
+	if o.Err == nil {
+		t.applyLocked(o.Server)
+	} else {
+		d := t.desc.DecideCheckError(s.address, o.Kind, o.Err)
+		t.carryOutLocked(s, d, nil)
+		again = d.CheckAgainNow
+	}
+	t.unlockAndApply()
+	return again
+}
+
+// applyLocked applies a server description to the topology and queues what
+// follows: the events, the pool made ready when the server is found
+// data-bearing, monitors started and servers removed, checks asked for.
+func (t *Topology) applyLocked(sd ServerDescription) Update {
+	u := t.desc.Apply(sd)
+	if !u.Applied {
+		return u
+	}
+	t.desc = u.Description
+	t.postEventsLocked(u.Events(t.id))
+	for _, a := range u.Removed {
+		t.removeServerLocked(a)
+	}
+	for _, a := range u.Added {
+		t.addServerLocked(a)
+	}
+	if s, ok := t.servers[u.Address]; ok && poolReadyAfter(u.Server, t.desc.Type) {
+		t.postLocked(func() { t.readyPool(s) })
+	}
+	for _, a := range u.CheckNow {
+		if s, ok := t.servers[a]; ok {
+			t.postLocked(s.requestCheck)
+		}
+	}
+	t.publishLocked()
+	return u
+}
+
+// poolReadyAfter reports whether a check that found sd makes its pool ready:
+// it is data-bearing, or the client talks to it alone, whatever it is.
+func poolReadyAfter(sd ServerDescription, tt TopologyType) bool {
+	if sd.Type == ServerUnknown || sd.Type == PossiblePrimary {
+		return false
+	}
+	return sd.Type.DataBearing() || tt == Single
+}
+
+// removeServerLocked removes the server at address: its monitor is stopped
+// and its pool closed, after the new Description is published.
+func (t *Topology) removeServerLocked(address string) {
+	s := t.servers[address]
+	if s == nil {
+		return
+	}
+	delete(t.servers, address)
+	s.removed = true
+	m := s.monitor
+	t.publishLocked()
+	t.postLocked(func() {
+		if m != nil {
+			m.Close()
+		}
+		if p := s.pool.Load(); p != nil {
+			p.Close()
+		}
+	})
+}
+
+// readyPool marks the pool of s ready, making it first if it has none. It
+// runs as an effect, on the goroutine that carries them out.
+func (t *Topology) readyPool(s *Server) {
+	p := s.pool.Load()
+	if p == nil {
+		t.mu.Lock()
+		gone := s.removed || t.closed
+		t.mu.Unlock()
+		if gone {
+			return
+		}
+		np, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(s, err) })
+		if err != nil {
+			t.mu.Lock()
+			s.poolErr = err
+			t.mu.Unlock()
+			return
+		}
+		s.pool.Store(np)
+		p = np
+	}
+	p.Ready()
+}
+
+// carryOutLocked queues the effects of a decision about s: the server marked
+// Unknown, its pool cleared, its monitor's check canceled or asked for.
+func (t *Topology) carryOutLocked(s *Server, d Decision, cause error) {
+	if d.MarkUnknown {
+		t.applyLocked(d.Server)
+	}
+	if d.Clear {
+		svc := pool.ServiceID{}
+		if d.ServiceID != nil {
+			svc = pool.ServiceID(*d.ServiceID)
+		}
+		// Errors of connections made before this clear are stale from now
+		// on, even before the pool has carried it out.
+		if p := s.pool.Load(); p != nil {
+			s.staleBelow[svc] = max(s.staleBelow[svc], p.Generation(svc)+1)
+		}
+		if cause == nil {
+			cause = d.Server.Error
+		}
+		o := pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc}
+		t.postLocked(func() {
+			if p := s.pool.Load(); p != nil {
+				p.Clear(o)
+			}
+		})
+	}
+	if d.CancelCheck {
+		t.postLocked(s.cancelCheck)
+	}
+	if d.RequestCheck {
+		t.postLocked(s.requestCheck)
+	}
+}
+
+// HandleError applies the specification's rules to an error an application's
+// operation met on the server at e.Address: the server may be marked
+// Unknown, its pool cleared, its monitor asked for a check. It returns the
+// decision taken (the zero Decision, with a Reason, when the error was
+// ignored).
+func (t *Topology) HandleError(e AppError) Decision {
+	t.mu.Lock()
+	s := t.servers[e.Address]
+	if t.closed || s == nil {
+		t.mu.Unlock()
+		return Decision{Reason: "the server is not in the topology"}
+	}
+	d := t.desc.DecideAppError(s.generationLocked(e.ServiceID), e)
+	t.carryOutLocked(s, d, e.Err)
+	t.unlockAndApply()
+	return d
+}
+
+// establishFailed is the establish-error handler of the pool of s.
+func (t *Topology) establishFailed(s *Server, err error) {
+	e := EstablishError(s.address, err)
+	t.HandleError(e)
+}
+
+// monitorEvent publishes a monitor's heartbeat event, in order with the rest.
+func (t *Topology) monitorEvent(e Event) {
+	if t.cfg.EventHandler == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return
+	}
+	t.postLocked(func() { t.cfg.EventHandler(e) })
+	t.unlockAndApply()
+}
+
+// RequestCheck asks every monitor for a check as soon as it may: a selection
+// found no suitable server.
+func (t *Topology) RequestCheck() {
+	t.mu.Lock()
+	servers := make([]*Server, 0, len(t.servers))
+	for _, s := range t.servers {
+		servers = append(servers, s)
+	}
+	t.mu.Unlock()
+	for _, s := range servers {
+		s.requestCheck()
+	}
+}
+
+// Close closes the topology: the monitors are stopped, the pools closed, and
+// the closing events published (a ServerClosed per server, a
+// TopologyDescriptionChanged, TopologyClosed). It returns once all that is
+// done, except when called from an event handler (or a pool's handler) the
+// topology runs: the closing then completes after the handler returns. Later
+// calls wait for the first one's closing likewise.
+func (t *Topology) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.unlockAndWaitClosed()
+		return nil
+	}
+	t.closed = true
+	desc, events := Close(t.id, t.desc)
+	t.desc = desc
+	servers := t.servers
+	t.servers = map[string]*Server{}
+	for _, s := range servers {
+		s.removed = true
+		m := s.monitor
+		t.postLocked(func() {
+			if m != nil {
+				m.Close()
+			}
+			if p := s.pool.Load(); p != nil {
+				p.Close()
+			}
+		})
+	}
+	t.publishLocked()
+	t.postEventsLocked(events)
+	t.postLocked(func() { close(t.closeDone) })
+	t.unlockAndApply()
+	t.mu.Lock()
+	t.unlockAndWaitClosed()
+	return nil
+}
+
+// unlockAndWaitClosed unlocks mu and waits for the closing's effects, unless
+// the calling goroutine is the one carrying them out.
+func (t *Topology) unlockAndWaitClosed() {
+	self := t.applying && t.applier == goid.Current()
+	t.mu.Unlock()
+	if !self {
+		<-t.closeDone
+	}
+}
+
+// postEventsLocked queues the events.
+func (t *Topology) postEventsLocked(events []Event) {
+	if t.cfg.EventHandler == nil {
+		return
+	}
+	for _, e := range events {
+		t.postLocked(func() { t.cfg.EventHandler(e) })
+	}
+}
+
+// publishLocked queues the publishing of the current Description, with the
+// servers that have a pool by then.
+func (t *Topology) publishLocked() {
+	desc := t.desc
+	servers := make([]*Server, 0, len(t.servers))
+	for _, s := range t.servers {
+		servers = append(servers, s)
+	}
+	t.postLocked(func() {
+		next := &snapshot{desc: desc, servers: make(map[string]*Server, len(servers)), changed: make(chan struct{})}
+		for _, s := range servers {
+			if s.pool.Load() != nil {
+				next.servers[s.address] = s
+			}
+		}
+		prev := t.published.Swap(next)
+		close(prev.changed)
+	})
+}
+
+// postLocked queues an effect, carried out by unlockAndApply.
+func (t *Topology) postLocked(fn func()) { t.queue = append(t.queue, fn) }
+
+// unlockAndApply unlocks mu and carries out the queued effects in order,
+// unless another goroutine is doing so: it will carry these out too.
+func (t *Topology) unlockAndApply() {
+	if t.applying {
+		t.mu.Unlock()
+		return
+	}
+	t.applying = true
+	t.applier = goid.Current()
+	for len(t.queue) > 0 {
+		q := t.queue
+		t.queue = nil
+		t.mu.Unlock()
+		for _, fn := range q {
+			fn()
+		}
+		t.mu.Lock()
+	}
+	t.applying, t.applier = false, 0
+	t.mu.Unlock()
+}
+
+// Server is one server of a Topology: its address, its pool, and the count of
+// operations in progress that selection balances.
+type Server struct {
+	topo    *Topology
+	address string
+	pool    atomic.Pointer[pool.Pool]
+	// inProgress counts the operations selected on the server and not done.
+	inProgress atomic.Int64
+
+	// Fields protected by topo.mu:
+	monitor ServerMonitor
+	removed bool
+	poolErr error // why the pool could not be made
+	// staleBelow holds, by service, the generation below which errors are
+	// stale because of clears decided but maybe not carried out yet.
+	staleBelow map[pool.ServiceID]uint64
+}
+
+// Address returns the server's address.
+func (s *Server) Address() string { return s.address }
+
+// Pool returns the server's pool; nil until a check first found the server.
+func (s *Server) Pool() *pool.Pool { return s.pool.Load() }
+
+// InProgress returns the number of operations in progress on the server.
+func (s *Server) InProgress() int64 { return s.inProgress.Load() }
+
+// Done ends an operation that SelectServer counted on s.
+func (s *Server) Done() { s.inProgress.Add(-1) }
+
+// HandleError applies the error rules to e, an error met on this server.
+func (s *Server) HandleError(e AppError) Decision {
+	e.Address = s.address
+	return s.topo.HandleError(e)
+}
+
+func (s *Server) generationLocked(svcID *bson.ObjectID) uint64 {
+	svc := pool.ServiceID{}
+	if svcID != nil {
+		svc = pool.ServiceID(*svcID)
+	}
+	gen := s.staleBelow[svc]
+	if p := s.pool.Load(); p != nil {
+		gen = max(gen, p.Generation(svc))
+	}
+	return gen
+}
+
+func (s *Server) requestCheck() {
+	s.topo.mu.Lock()
+	m := s.monitor
+	s.topo.mu.Unlock()
+	if m != nil {
+		m.RequestCheck()
+	}
+}
+
+func (s *Server) cancelCheck() {
+	s.topo.mu.Lock()
+	m := s.monitor
+	s.topo.mu.Unlock()
+	if m != nil {
+		m.CancelCheck()
+	}
+}
+
+// Selector returns the servers of d suitable for an operation, within the
+// latency window, appended to dst; an error when the operation cannot be
+// served by this kind of topology at all (an invalid read preference, an
+// incompatible server).
+type Selector func(d Description, dst []ServerDescription) ([]ServerDescription, error)
+
+// SelectServer selects a server for an operation: among the suitable servers
+// that sel returns, two picked at random, the one with fewer operations in
+// progress (the specification's "power of two random choices"). While none
+// is suitable, it asks the monitors for checks and waits for the topology to
+// change, until ctx ends or the server selection timeout passes. The
+// operation counts on the server until Done is called.
+func (t *Topology) SelectServer(ctx context.Context, sel Selector) (*Server, error) {
+	start := time.Now()
+	var timer *time.Timer
+	var buf [4]ServerDescription
+	for {
+		snap := t.published.Load()
+		if t.isClosed() {
+			return nil, ErrClosed
+		}
+		candidates, err := sel(snap.desc, buf[:0])
+		if err != nil {
+			return nil, &SelectionError{Description: snap.desc, Err: err}
+		}
+		if s := pickServer(snap, candidates); s != nil {
+			return s, nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(t.timeout)
+			defer timer.Stop()
+		}
+		t.RequestCheck()
+		select {
+		case <-snap.changed:
+		case <-ctx.Done():
+			return nil, &SelectionError{Description: t.published.Load().desc, Err: ctx.Err(), Waited: time.Since(start)}
+		case <-timer.C:
+			return nil, &SelectionError{Description: t.published.Load().desc, Waited: time.Since(start), Timeout: t.timeout}
+		}
+	}
+}
+
+func (t *Topology) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.closed
+}
+
+// pickServer picks among candidates those that have a pool, two at random,
+// and counts an operation on the one with fewer in progress.
+func pickServer(snap *snapshot, candidates []ServerDescription) *Server {
+	var a, b *Server
+	switch n := len(candidates); n {
+	case 0:
+		return nil
+	case 1:
+		a = snap.servers[candidates[0].Address]
+	default:
+		i := rand.IntN(n)
+		j := rand.IntN(n - 1)
+		if j >= i {
+			j++
+		}
+		a, b = snap.servers[candidates[i].Address], snap.servers[candidates[j].Address]
+		if a == nil || b != nil && b.inProgress.Load() < a.inProgress.Load() {
+			a = b
+		}
+	}
+	if a == nil {
+		return nil
+	}
+	a.inProgress.Add(1)
+	return a
+}
+
+// SelectionError is returned by SelectServer when no suitable server was
+// found in time: it carries the topology's Description at the end, so that
+// the message says which servers were seen, in which state, and their last
+// errors.
+type SelectionError struct {
+	Description Description
+	// Err is the context's error when it ended first, or the selector's.
+	Err error
+	// Waited is how long the selection waited; Timeout the server
+	// selection timeout, when that is what ended it.
+	Waited, Timeout time.Duration
+}
+
+// Error describes the failure with the topology's servers.
+func (e *SelectionError) Error() string {
+	var why string
+	switch {
+	case e.Timeout > 0:
+		why = fmt.Sprintf("no suitable server within serverSelectionTimeoutMS (%v)", e.Timeout)
+	case e.Err != nil && e.Waited > 0:
+		why = fmt.Sprintf("no suitable server before the operation's context ended after %v (%v)", e.Waited.Round(time.Millisecond), e.Err)
+	case e.Err != nil:
+		why = e.Err.Error()
+	default:
+		why = "no suitable server"
+	}
+	return "server selection failed: " + why + "; topology: " + describe(e.Description)
+}
+
+// Unwrap returns the context's or the selector's error.
+func (e *SelectionError) Unwrap() error { return e.Err }
+
+// describe summarises a Description for an error message, bounded in
+// length: the type, and each server's address, type and last error.
+func describe(d Description) string {
+	const maxServers, maxErr = 16, 200
+	s := fmt.Sprintf("type %v", d.Type)
+	if d.SetName != "" {
+		s += fmt.Sprintf(", set %q", d.SetName)
+	}
+	servers := d.Servers()
+	s += ", servers ["
+	for i, sd := range servers {
+		if i == maxServers {
+			s += fmt.Sprintf(", and %d more", len(servers)-maxServers)
+			break
+		}
+		if i > 0 {
+			s += ", "
+		}
+		s += sd.Address + " " + sd.Type.String()
+		if sd.Error != nil {
+			msg := sd.Error.Error()
+			if len(msg) > maxErr {
+				msg = msg[:maxErr] + "..."
+			}
+			s += " (" + msg + ")"
+		}
+	}
+	s += "]"
+	if d.CompatibilityError != nil {
+		s += "; " + d.CompatibilityError.Error()
+	}
+	return s
+}

@@ -1,0 +1,476 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// fakeMonitor is a monitor the test drives: it reports what the test tells
+// it to, and records what the topology asked of it.
+type fakeMonitor struct {
+	address string
+	h       MonitorHandler
+
+	mu                         sync.Mutex
+	requested, canceled, close int
+}
+
+func (m *fakeMonitor) RequestCheck() { m.mu.Lock(); m.requested++; m.mu.Unlock() }
+func (m *fakeMonitor) CancelCheck()  { m.mu.Lock(); m.canceled++; m.mu.Unlock() }
+func (m *fakeMonitor) Close()        { m.mu.Lock(); m.close++; m.mu.Unlock() }
+
+func (m *fakeMonitor) counts() (requested, canceled, closed int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requested, m.canceled, m.close
+}
+
+type link struct{ err error }
+
+func (*link) Close() error   { return nil }
+func (l *link) Err() error   { return l.err }
+func (*link) String() string { return "link" }
+
+type connector struct{}
+
+func (connector) Connect(_ context.Context, a *pool.Attempt) (pool.Link, error) {
+	a.HelloDone(pool.ServiceID{})
+	return &link{}, nil
+}
+
+// harness is a Topology with fake monitors and pools of fake connections,
+// recording the events of the topology and of the pools in one list.
+type harness struct {
+	t    *testing.T
+	topo *Topology
+
+	mu       sync.Mutex
+	monitors map[string]*fakeMonitor
+	pools    map[string]*pool.Pool
+	events   []string
+	onEvent  func(Event)
+}
+
+func newHarness(t *testing.T, s Settings) *harness {
+	t.Helper()
+	h := &harness{t: t, monitors: map[string]*fakeMonitor{}, pools: map[string]*pool.Pool{}}
+	topo, err := New(Config{
+		Settings:               s,
+		ServerSelectionTimeout: 50 * time.Millisecond,
+		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
+			p, err := pool.New(address, connector{},
+				pool.WithMaintenanceInterval(-1),
+				pool.WithEstablishErrorHandler(establishFailed),
+				pool.WithEventHandler(func(e pool.Event) {
+					switch e.Type {
+					case pool.PoolCreated, pool.PoolReady, pool.PoolCleared, pool.PoolClosed:
+						h.record(fmt.Sprintf("%v %s", e.Type, e.Address))
+					}
+				}))
+			if err == nil {
+				h.mu.Lock()
+				h.pools[address] = p
+				h.mu.Unlock()
+			}
+			return p, err
+		},
+		StartMonitor: func(address string, mh MonitorHandler) ServerMonitor {
+			m := &fakeMonitor{address: address, h: mh}
+			h.mu.Lock()
+			h.monitors[address] = m
+			h.mu.Unlock()
+			h.record("MonitorStarted " + address)
+			return m
+		},
+		EventHandler: func(e Event) {
+			h.record(eventString(e))
+			h.mu.Lock()
+			fn := h.onEvent
+			h.mu.Unlock()
+			if fn != nil {
+				fn(e)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.topo = topo
+	t.Cleanup(func() { topo.Close() })
+	return h
+}
+
+func (h *harness) record(s string) {
+	h.mu.Lock()
+	h.events = append(h.events, s)
+	h.mu.Unlock()
+}
+
+// take returns the events recorded since the last call.
+func (h *harness) take() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.events, "\n")
+	h.events = nil
+	return s
+}
+
+func (h *harness) monitor(address string) *fakeMonitor {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.monitors[address]
+	if m == nil {
+		h.t.Fatalf("no monitor for %s", address)
+	}
+	return m
+}
+
+// check reports a successful check of address with the hello reply d.
+func (h *harness) check(address string, d bson.D) bool {
+	h.t.Helper()
+	sd := NewServerDescription(address, hello(h.t, d), time.Millisecond, time.Now())
+	return h.monitor(address).h.Checked(CheckOutcome{Server: sd})
+}
+
+func primaryHello(hosts ...string) bson.D {
+	return bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
+		{Key: "hosts", Value: bson.A(toAny(hosts))}, {Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}
+}
+
+func secondaryHello(hosts ...string) bson.D {
+	return bson.D{{Key: "secondary", Value: true}, {Key: "setName", Value: "rs"},
+		{Key: "hosts", Value: bson.A(toAny(hosts))}, {Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}
+}
+
+func toAny(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// selectType selects the servers of type want, as a stand-in for server
+// selection by read preference.
+func selectType(want ServerType) Selector {
+	return func(d Description, dst []ServerDescription) ([]ServerDescription, error) {
+		for _, sd := range d.Servers() {
+			if sd.Type == want {
+				dst = append(dst, sd)
+			}
+		}
+		return dst, nil
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// A replica set is discovered from one seed: the primary's hosts are added
+// with monitors of their own; a pool is made and marked ready for each
+// data-bearing server as its check finds it, before selection can pick it.
+func TestDiscoveryMakesPoolsReady(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	if got := h.take(); got != "TopologyOpening\nTopologyDescriptionChanged Unknown(0)->Unknown(1)\nServerOpening a:1\nMonitorStarted a:1" {
+		t.Fatalf("opening:\n%s", got)
+	}
+	h.check("a:1", primaryHello("a:1", "b:1", "c:1"))
+	want := strings.Join([]string{
+		"ServerDescriptionChanged a:1 Unknown->RSPrimary",
+		"ServerOpening b:1",
+		"ServerOpening c:1",
+		"TopologyDescriptionChanged Unknown(1)->ReplicaSetWithPrimary(3)",
+		"MonitorStarted b:1",
+		"MonitorStarted c:1",
+		"ConnectionPoolCreated a:1",
+		"ConnectionPoolReady a:1",
+	}, "\n")
+	if got := h.take(); got != want {
+		t.Fatalf("after the primary's check:\n%s\nwant:\n%s", got, want)
+	}
+	s, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Address() != "a:1" || s.InProgress() != 1 {
+		t.Fatalf("selected %s with %d in progress", s.Address(), s.InProgress())
+	}
+	c, err := s.Pool().CheckOut(ctx(t))
+	if err != nil {
+		t.Fatalf("the selected server's pool: %v", err)
+	}
+	s.Pool().CheckIn(c)
+	s.Done()
+
+	// A secondary is selectable once its check made its pool ready; a
+	// selection waiting for it wakes then.
+	got := make(chan *Server, 1)
+	go func() {
+		s, err := h.topo.SelectServer(ctx(t), selectType(RSSecondary))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- s
+	}()
+	waitFor(t, func() bool { r, _, _ := h.monitor("b:1").counts(); return r > 0 }, "the waiting selection to ask for checks")
+	h.check("b:1", secondaryHello("a:1", "b:1", "c:1"))
+	select {
+	case s := <-got:
+		if s == nil || s.Address() != "b:1" {
+			t.Fatalf("selected %v", s)
+		}
+		if _, err := s.Pool().CheckOut(ctx(t)); err != nil {
+			t.Fatalf("the secondary's pool is not ready: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the selection did not wake when the secondary was found")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A server the primary no longer lists is removed: its monitor stopped and
+// its pool closed.
+func TestRemovedServerIsClosed(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1", "b:1"))
+	h.check("b:1", secondaryHello("a:1", "b:1"))
+	h.take()
+	h.check("a:1", primaryHello("a:1"))
+	got := h.take()
+	for _, want := range []string{"ServerClosed b:1", "ConnectionPoolClosed b:1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if _, _, closed := h.monitor("b:1").counts(); closed != 1 {
+		t.Errorf("b's monitor closed %d times", closed)
+	}
+	if _, ok := h.topo.Server("b:1"); ok {
+		t.Error("b:1 is still selectable")
+	}
+	// A check of the removed server that was under way changes nothing.
+	if again := h.check("b:1", secondaryHello("a:1", "b:1")); again || h.take() != "" {
+		t.Error("a removed server's check was applied")
+	}
+}
+
+// A network error on an established connection marks the server Unknown,
+// clears its pool and cancels its monitor's check; a second error of the
+// same generation is stale, even before the pool carried out the clear.
+func TestNetworkErrorClearsOnce(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	h.take()
+	s, ok := h.topo.Server("a:1")
+	if !ok {
+		t.Fatal("a:1 not selectable")
+	}
+	e, ok := OperationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
+	if !ok || e.Kind != KindNetwork {
+		t.Fatalf("OperationError: %+v, %v", e, ok)
+	}
+	d := s.HandleError(e)
+	if !d.MarkUnknown || !d.Clear {
+		t.Fatalf("decision %+v", d)
+	}
+	got := h.take()
+	for _, want := range []string{"ServerDescriptionChanged a:1 RSPrimary->Unknown", "ConnectionPoolCleared a:1"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in:\n%s", want, got)
+		}
+	}
+	if _, canceled, _ := h.monitor("a:1").counts(); canceled != 1 {
+		t.Errorf("the monitor's check was canceled %d times", canceled)
+	}
+	if d := s.HandleError(e); d.Clear || d.Reason == "" {
+		t.Errorf("a second error of the same generation: %+v", d)
+	}
+	if got := h.take(); got != "" {
+		t.Errorf("the stale error did something:\n%s", got)
+	}
+	if _, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary)); err == nil {
+		t.Error("an Unknown server was selected")
+	}
+	// The next check makes it selectable again.
+	h.check("a:1", primaryHello("a:1"))
+	if !strings.Contains(h.take(), "ConnectionPoolReady a:1") {
+		t.Error("the check after the error did not make the pool ready")
+	}
+}
+
+// A command error that is neither a state change nor a network error leaves
+// everything as it is; an error that broke nothing of the connection and is
+// no reply of the server is not the topology's business.
+func TestOperationErrorsThatChangeNothing(t *testing.T) {
+	if _, ok := OperationError("a:1", 0, nil, false, errors.New("cannot encode the command")); ok {
+		t.Error("an error of the client's own counts")
+	}
+	if _, ok := OperationError("a:1", 0, nil, true, context.Canceled); ok {
+		t.Error("a canceled context counts")
+	}
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	h.take()
+	s, _ := h.topo.Server("a:1")
+	e, ok := OperationError("a:1", 0, nil, false, &wire.CommandError{Code: 11000, Message: "duplicate key"})
+	if !ok || e.Kind != KindCommand {
+		t.Fatalf("%+v %v", e, ok)
+	}
+	if d := s.HandleError(e); d.MarkUnknown || d.Clear {
+		t.Errorf("a duplicate key error: %+v", d)
+	}
+	// "not writable primary" marks Unknown and asks for a check, without a
+	// clear.
+	e, _ = OperationError("a:1", 0, nil, false, &wire.CommandError{Code: 10107, Message: "not primary"})
+	d := s.HandleError(e)
+	if !d.MarkUnknown || d.Clear || !d.RequestCheck {
+		t.Errorf("NotWritablePrimary: %+v", d)
+	}
+	if r, _, _ := h.monitor("a:1").counts(); r != 1 {
+		t.Errorf("checks requested: %d", r)
+	}
+}
+
+// A failed check marks the server Unknown and clears its pool, interrupting
+// the connections in use after a timeout; a known server's network error is
+// retried at once.
+func TestFailedCheckClears(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	h.take()
+	var interrupted []bool
+	h.mu.Lock()
+	p := h.pools["a:1"]
+	h.mu.Unlock()
+	c, err := p.CheckOut(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := h.monitor("a:1").h.Checked(CheckOutcome{Err: context.DeadlineExceeded, Kind: KindTimeout})
+	if !again {
+		t.Error("a known server's timeout is not retried at once")
+	}
+	interrupted = append(interrupted, c.Err() != nil)
+	if !interrupted[0] {
+		t.Error("a timeout of the check did not interrupt the connection in use")
+	}
+	if got := h.take(); !strings.Contains(got, "ConnectionPoolCleared a:1") {
+		t.Errorf("no clear:\n%s", got)
+	}
+}
+
+// Selection fails after the server selection timeout with an error that
+// names the servers, their types and their last errors; and at once when
+// the context ends first.
+func TestSelectionErrorSaysWhy(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1", "b:1"}})
+	h.monitor("a:1").h.Checked(CheckOutcome{Err: errors.New("connection refused"), Kind: KindNetwork})
+	_, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary))
+	var se *SelectionError
+	if !errors.As(err, &se) || se.Timeout != 50*time.Millisecond {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"serverSelectionTimeoutMS (50ms)", "a:1 Unknown (connection refused)", "b:1 Unknown"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := h.topo.SelectServer(c, selectType(RSPrimary)); !errors.Is(err, context.Canceled) {
+		t.Errorf("with a canceled context: %v", err)
+	}
+}
+
+// A load balancer is not monitored; its pool is ready at once.
+func TestLoadBalancedPoolIsReadyAtOnce(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"lb:1"}, LoadBalanced: true})
+	got := h.take()
+	if strings.Contains(got, "MonitorStarted") || !strings.Contains(got, "ConnectionPoolReady lb:1") {
+		t.Fatalf("opening:\n%s", got)
+	}
+	s, err := h.topo.SelectServer(ctx(t), selectType(LoadBalancer))
+	if err != nil || s.Address() != "lb:1" {
+		t.Fatalf("%v %v", s, err)
+	}
+}
+
+// Close stops the monitors, closes the pools and ends with TopologyClosed;
+// called from an event handler, it does not wait for itself.
+func TestCloseFromAnEventHandler(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	h.mu.Lock()
+	h.onEvent = func(e Event) {
+		if _, ok := e.(*ServerDescriptionChanged); ok {
+			h.topo.Close()
+		}
+	}
+	h.mu.Unlock()
+	h.check("a:1", secondaryHello("a:1"))
+	done := make(chan struct{})
+	go func() { h.topo.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	got := h.take()
+	if !strings.HasSuffix(got, "TopologyClosed") || !strings.Contains(got, "ConnectionPoolClosed a:1") {
+		t.Fatalf("closing:\n%s", got)
+	}
+	if _, _, closed := h.monitor("a:1").counts(); closed != 1 {
+		t.Errorf("monitor closed %d times", closed)
+	}
+	if _, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary)); !errors.Is(err, ErrClosed) {
+		t.Errorf("selection after Close: %v", err)
+	}
+}
+
+// The two random choices prefer the server with fewer operations in
+// progress.
+func TestSelectionPrefersFewerInProgress(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1", "b:1"))
+	h.check("b:1", secondaryHello("a:1", "b:1"))
+	both := func(d Description, dst []ServerDescription) ([]ServerDescription, error) {
+		return append(dst, d.Servers()...), nil
+	}
+	a, _ := h.topo.Server("a:1")
+	a.inProgress.Add(5)
+	for range 50 {
+		s, err := h.topo.SelectServer(ctx(t), both)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Address() != "b:1" {
+			t.Fatalf("selected the busier %s", s.Address())
+		}
+		s.Done()
+	}
+}
