@@ -40,6 +40,12 @@ type Conn struct {
 	// atomic keeps that read to a load.
 	broken atomic.Pointer[error]
 	closed atomic.Bool
+
+	// moreToCome is set while the server streams replies to an exhaust
+	// command: lastReplyID is the requestID of the last one, which the
+	// next one answers.
+	moreToCome  bool
+	lastReplyID int32
 }
 
 // Address returns the server's address.
@@ -95,10 +101,81 @@ func (c *Conn) RoundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	return reply, wire.CheckReply(reply)
 }
 
-// roundTrip is RoundTrip without the check of ok.
-func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+// RoundTripExhaust is RoundTrip for a command that may be answered by a
+// stream of replies (the OP_MSG specification's exhaust): it sends cmd with
+// the exhaustAllowed flag and returns the first reply. When that reply has
+// the moreToCome flag, MoreToCome reports true and the next replies are read
+// with ReadMore, without sending anything; until the stream ends (a reply
+// without moreToCome), RoundTrip and RoundTripExhaust refuse to send.
+//
+// The specification allows the flag on hello, legacy hello and getMore only:
+// any other command is refused before anything is sent.
+func (c *Conn) RoundTripExhaust(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+	switch name := commandName(cmd); name {
+	case "hello", "isMaster", "ismaster", "getMore":
+	default:
+		return nil, fmt.Errorf("connection to %s: the exhaustAllowed flag is for hello, legacy hello and getMore only, not %q", c.address, name)
+	}
+	reply, err := c.exchange(ctx, cmd, wire.ExhaustAllowed)
+	if err != nil {
+		return nil, err
+	}
+	return reply, wire.CheckReply(reply)
+}
+
+// MoreToCome reports whether the last reply had the moreToCome flag: the
+// server will send another reply to the same command, which ReadMore reads.
+func (c *Conn) MoreToCome() bool { return c.moreToCome }
+
+// ReadMore reads the next reply of a stream that RoundTripExhaust started,
+// without sending anything, and returns it as RoundTrip would. It waits until
+// the server sends it, within ctx and socketTimeoutMS. It fails without any
+// I/O when no reply is coming (MoreToCome is false).
+//
+// A streamed reply gets every check of a reply (the maximum message size
+// included), and must answer the previous reply of the stream (its
+// responseTo is that reply's requestID); an error reply (ok: 0) must end the
+// stream. A reply that breaks these rules breaks the connection. So does
+// an interruption of its decompression by ctx, as the stream's state is
+// then unknown.
+func (c *Conn) ReadMore(ctx context.Context) (bson.Raw, error) {
 	if err := c.Err(); err != nil {
 		return nil, fmt.Errorf("connection to %s is no longer usable: %w", c.address, err)
+	}
+	if !c.moreToCome {
+		return nil, fmt.Errorf("connection to %s: no reply is coming (the last reply did not have moreToCome set)", c.address)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	deadline, has := c.setDeadline(ctx)
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		defer stop()
+	}
+	reply, err := c.receive(ctx, deadline, has, c.lastReplyID, true)
+	if err != nil {
+		return nil, err
+	}
+	return reply, wire.CheckReply(reply)
+}
+
+// roundTrip is RoundTrip without the check of ok.
+func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+	return c.exchange(ctx, cmd, 0)
+}
+
+// exchange sends cmd in an OP_MSG with flags and reads the reply, without
+// checking its ok.
+func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, flags wire.Flag) (bson.Raw, error) {
+	if err := c.Err(); err != nil {
+		return nil, fmt.Errorf("connection to %s is no longer usable: %w", c.address, err)
+	}
+	if c.moreToCome {
+		// Sending now would interleave a request with the replies of the
+		// previous one; the server would not read it before the stream
+		// ends anyway.
+		return nil, fmt.Errorf("connection to %s: replies are still coming to an exhaust command: read them with ReadMore first", c.address)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -112,7 +189,7 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 		return nil, &wire.SizeLimitError{Limit: "maxMessageSizeBytes", Size: size, Max: int(c.maxMessage)}
 	}
 	requestID := wire.NextRequestID()
-	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Body: cmd})
+	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Flags: flags, Body: cmd})
 	if err != nil {
 		return nil, err // a bad command document: the connection is fine
 	}
@@ -127,17 +204,7 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 		}
 	}
 
-	deadline, has := ctx.Deadline()
-	if c.socketTimeout > 0 {
-		if d := time.Now().Add(c.socketTimeout); !has || d.Before(deadline) {
-			deadline, has = d, true
-		}
-	}
-	if has {
-		c.nc.SetDeadline(deadline)
-	} else {
-		c.nc.SetDeadline(time.Time{})
-	}
+	deadline, has := c.setDeadline(ctx)
 	// A canceled context interrupts the I/O by moving the deadline to the
 	// past. A context that cannot be canceled needs no watch, which saves
 	// its allocations.
@@ -149,24 +216,58 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	if err := wire.WriteMessage(c.nc, msg); err != nil {
 		return nil, c.ioError(ctx, "sending the command", err)
 	}
+	return c.receive(ctx, deadline, has, requestID, flags&wire.ExhaustAllowed != 0)
+}
+
+// setDeadline sets the socket's deadline to the earliest of ctx's and
+// socketTimeoutMS from now, or none, and returns it.
+func (c *Conn) setDeadline(ctx context.Context) (time.Time, bool) {
+	deadline, has := ctx.Deadline()
+	if c.socketTimeout > 0 {
+		if d := time.Now().Add(c.socketTimeout); !has || d.Before(deadline) {
+			deadline, has = d, true
+		}
+	}
+	if has {
+		c.nc.SetDeadline(deadline)
+	} else {
+		c.nc.SetDeadline(time.Time{})
+	}
+	return deadline, has
+}
+
+// receive reads and decodes one reply, which must answer the message
+// responseTo, and returns its body. A reply with moreToCome is accepted only
+// when exhaust is set (the request had exhaustAllowed, or the reply
+// continues a stream); the connection then expects the next reply.
+func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, responseTo int32, exhaust bool) (bson.Raw, error) {
 	raw, err := wire.ReadMessage(c.nc, c.maxMessage)
 	if err != nil {
 		return nil, c.ioError(ctx, "reading the reply", err)
 	}
 	h, reply, err := c.decodeReply(ctx, deadline, has, raw)
 	if err != nil {
-		if !errors.Is(err, wire.ErrProtocol) {
+		if !errors.Is(err, wire.ErrProtocol) && !exhaust {
 			// ctx ended the decompression: the reply was read whole, so
 			// the stream is still in step.
 			return nil, fmt.Errorf("reply from %s: %w", c.address, err)
 		}
 		return nil, c.fail(fmt.Errorf("reply from %s: %w", c.address, err))
 	}
-	if h.ResponseTo != requestID {
-		return nil, c.fail(fmt.Errorf("reply from %s answers request %d, not %d: %w", c.address, h.ResponseTo, requestID, wire.ErrProtocol))
+	if h.ResponseTo != responseTo {
+		return nil, c.fail(fmt.Errorf("reply from %s answers request %d, not %d: %w", c.address, h.ResponseTo, responseTo, wire.ErrProtocol))
 	}
+	c.moreToCome = false
 	if reply.Flags&wire.MoreToCome != 0 {
-		return nil, c.fail(fmt.Errorf("reply from %s has moreToCome set, but no exhaust was asked for: %w", c.address, wire.ErrProtocol))
+		if !exhaust {
+			return nil, c.fail(fmt.Errorf("reply from %s has moreToCome set, but no exhaust was asked for: %w", c.address, wire.ErrProtocol))
+		}
+		if err := wire.CheckReply(reply.Body); err != nil {
+			// The server must end a stream with an error reply; one that
+			// says more follows leaves the stream's state unknown.
+			return nil, c.fail(fmt.Errorf("reply from %s: moreToCome set on an error reply (%v): %w", c.address, err, wire.ErrProtocol))
+		}
+		c.moreToCome, c.lastReplyID = true, h.RequestID
 	}
 	return reply.Body, nil
 }

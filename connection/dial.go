@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongopool/mongopool/auth"
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/wire"
@@ -33,6 +35,10 @@ type Config struct {
 	// Auth, if not nil, authenticates each connection. Share one between the
 	// connections of a pool: it caches the SCRAM keys it derives.
 	Auth *auth.Authenticator
+	// DialContext, if not nil, opens the socket instead of a net.Dialer
+	// (network is "tcp" or "unix"); TLS, when configured, still goes over
+	// it. Tests use it to connect through net.Pipe.
+	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Hooks let the caller follow an establishment.
@@ -40,6 +46,13 @@ type Hooks struct {
 	// HelloDone, if not nil, is called once the hello succeeded, with the
 	// reply's description. Errors after it are authentication errors.
 	HelloDone func(*handshake.Description)
+	// HelloReply, if not nil, is called as soon as the hello's reply is
+	// read, before it is checked, with the reply document and the time
+	// from sending the hello to reading its reply. It gets even a reply
+	// that Dial then refuses (ok: 0, wire versions out of range), which a
+	// server monitor still needs to describe the server. The reply is the
+	// callee's to keep.
+	HelloReply func(reply bson.Raw, rtt time.Duration)
 }
 
 // Dial establishes a connection: dial, TLS, hello, authentication. ctx bounds
@@ -93,9 +106,13 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		}
 	}()
 
+	start := time.Now()
 	reply, err := c.roundTrip(early, hello)
 	if err != nil {
 		return nil, fmt.Errorf("hello: %w", err)
+	}
+	if hooks.HelloReply != nil {
+		hooks.HelloReply(reply, time.Since(start))
 	}
 	desc, err := handshake.Parse(reply, hs)
 	if err != nil {
@@ -149,8 +166,17 @@ func dialNet(ctx context.Context, cfg *Config) (net.Conn, error) {
 	if strings.HasSuffix(cfg.Address, ".sock") {
 		network = "unix"
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, cfg.Address)
+	var nc net.Conn
+	var err error
+	if cfg.DialContext != nil {
+		nc, err = cfg.DialContext(ctx, network, cfg.Address)
+		if err == nil && nc == nil {
+			err = fmt.Errorf("connecting to %s: the DialContext function returned neither a connection nor an error", cfg.Address)
+		}
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, network, cfg.Address)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -15,9 +16,14 @@ import (
 // conn is one client connection and its state. Only the connection's own
 // goroutine touches its fields, but for nc, which Close may close.
 type conn struct {
-	srv *Server
-	nc  net.Conn
-	id  int32 // the connectionId hello reports
+	srv  *Server
+	nc   net.Conn
+	id   int32 // the connectionId hello reports
+	life *life // the server's life the connection belongs to
+
+	// pending are bytes the client sent while the server watched for its
+	// hanging up (see awaitChange), which the next read returns first.
+	pending []byte
 
 	// user is the user the connection authenticated as, nil before.
 	user *userKey
@@ -39,6 +45,9 @@ const noCompressor = -1
 // closes the connection, or the peer breaks the protocol.
 func (c *conn) serve() {
 	defer c.nc.Close()
+	if !c.srv.reachable(c.life.done) {
+		return
+	}
 	if tc, ok := c.nc.(*tls.Conn); ok {
 		if err := tc.HandshakeContext(context.Background()); err != nil {
 			return
@@ -48,7 +57,10 @@ func (c *conn) serve() {
 		}
 	}
 	for {
-		msg, err := wire.ReadMessage(c.nc, MaxMessageSize)
+		msg, err := wire.ReadMessage(c, MaxMessageSize)
+		if err == nil && !c.srv.reachable(c.life.done) {
+			return // a partition held the request until the server stopped
+		}
 		if err == nil {
 			err = c.handle(msg)
 		}
@@ -100,18 +112,40 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 		}
 		req := &request{conn: c, body: m.Body, seqs: m.Sequences, flags: m.Flags, compressor: compressor}
 		req.name, req.db = commandName(m.Body), dbOf(m.Body)
-		reply, err := c.srv.dispatch(req)
-		if err != nil {
-			return err // close without a reply
+		responseTo := h.RequestID
+		for {
+			reply, err := c.srv.dispatch(req)
+			if err != nil {
+				return err // close without a reply
+			}
+			if m.Flags&wire.MoreToCome != 0 {
+				// The client wants no reply. mongod closes the connection
+				// when such a write meets a member that is not primary,
+				// since the client would never learn of it otherwise.
+				if code, _ := reply.Lookup("code").AsInt64OK(); notPrimaryCodes[int32(code)] {
+					return errNotPrimaryUnacknowledged
+				}
+				return nil
+			}
+			// An exhaust hello (see Server.hello) streams its replies with
+			// moreToCome, each answering the previous one, until one is
+			// an error or the connection ends.
+			var flags wire.Flag
+			if req.next != nil {
+				flags = wire.MoreToCome
+				c.srv.stats.exhaustReply()
+			}
+			id := wire.NextRequestID()
+			out, err := wire.AppendMsg(nil, id, responseTo, &wire.Msg{Flags: flags, Body: reply})
+			if err != nil {
+				return fmt.Errorf("mongotest: encoding the reply to %s: %w", req.name, err)
+			}
+			if err := c.write(out, req.name, compressor); err != nil || req.next == nil {
+				return err
+			}
+			responseTo = id
+			req = &request{conn: c, body: req.next, flags: m.Flags, compressor: compressor, name: req.name, db: req.db}
 		}
-		if m.Flags&wire.MoreToCome != 0 {
-			return nil // the client wants no reply
-		}
-		out, err := wire.AppendMsg(nil, wire.NextRequestID(), h.RequestID, &wire.Msg{Body: reply})
-		if err != nil {
-			return fmt.Errorf("mongotest: encoding the reply to %s: %w", req.name, err)
-		}
-		return c.write(out, req.name, compressor)
 	case opQuery:
 		q, err := decodeQuery(msg)
 		if err != nil {
@@ -138,6 +172,9 @@ func (c *conn) handleDecoded(h wire.Header, msg []byte, compressor int) error {
 // compressor of the request when the command allows it, or as an injected
 // fault says (see InjectFault).
 func (c *conn) write(msg []byte, name string, compressor int) error {
+	if !c.srv.reachable(c.life.done) {
+		return errServerStopped // the server stopped during a partition
+	}
 	if f, ok := c.srv.faults.take(false, name); ok {
 		return c.writeFaulty(f, msg, name, compressor)
 	}
@@ -177,4 +214,65 @@ func (c *conn) encodeReply(msg []byte, name string, compressor int) ([]byte, err
 	}
 	c.srv.stats.compressedSent(id)
 	return out, nil
+}
+
+// errNotPrimaryUnacknowledged closes a connection on which an
+// unacknowledged write met a member that is not primary.
+var errNotPrimaryUnacknowledged = errors.New("mongotest: an unacknowledged write on a member that is not primary")
+
+// errServerStopped ends the serving of a connection whose server stopped.
+var errServerStopped = errors.New("mongotest: the server stopped")
+
+// Read reads what the client sent: the bytes kept while watching for its
+// hanging up first, then the connection's.
+func (c *conn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.nc.Read(p)
+}
+
+// hangUpWatch reads the connection while the server waits for something
+// else, as mongod checks for a client that went away while an operation
+// waits: stop ends the watch, and reports whether the client hung up.
+// The bytes read meanwhile (a client must send none before the reply, but
+// may) are kept for the next read.
+type hangUpWatch struct {
+	c    *conn
+	gone chan struct{} // closed when the client hangs up
+	done chan struct{} // closed when the reading goroutine ends
+	buf  []byte
+}
+
+// watchHangUp starts watching c.
+func (c *conn) watchHangUp() *hangUpWatch {
+	w := &hangUpWatch{c: c, gone: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		var b [512]byte
+		n, err := c.nc.Read(b[:])
+		w.buf = append(w.buf, b[:n]...)
+		var ne net.Error
+		if n == 0 && err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			close(w.gone)
+		}
+	}()
+	return w
+}
+
+// stop ends the watch and reports whether the client hung up. The
+// connection may be read again afterwards.
+func (w *hangUpWatch) stop() (hungUp bool) {
+	w.c.nc.SetReadDeadline(time.Unix(1, 0)) // ends the Read at once
+	<-w.done
+	w.c.nc.SetReadDeadline(time.Time{})
+	w.c.pending = append(w.c.pending, w.buf...)
+	select {
+	case <-w.gone:
+		return true
+	default:
+		return false
+	}
 }

@@ -37,6 +37,13 @@ type cursors struct {
 
 func (cs *cursors) init() { cs.m = map[int64]*cursor{} }
 
+// reset forgets every cursor, as a restart of mongod does.
+func (cs *cursors) reset() {
+	cs.mu.Lock()
+	cs.m = map[int64]*cursor{}
+	cs.mu.Unlock()
+}
+
 // nextBatch removes the next batch from c: up to n documents (n <= 0 means
 // no count limit) within the limit and maxBatchBytes. It reports whether c
 // is exhausted afterwards.

@@ -26,6 +26,14 @@ type request struct {
 	compressor int
 	// session holds the command's session fields, once checked.
 	session sessionInfo
+	// interrupt, for a write admitted on a primary, closes when the member
+	// steps down: a write still waiting then fails, as mongod kills the
+	// writes in progress at a step-down. Nil otherwise.
+	interrupt <-chan struct{}
+	// next is set by an exhaust hello (see Server.hello) that succeeded:
+	// the command the server runs next on the connection without waiting
+	// for a request, its reply sent with moreToCome.
+	next bson.Raw
 }
 
 // handler is a command's implementation. It returns the reply's fields
@@ -43,42 +51,65 @@ type handler struct {
 	// noSession commands ignore the session fields: the handshake and
 	// authentication, as in mongod.
 	noSession bool
+	// secondary says where, in a replica set, the command may run besides
+	// the primary; the zero value, secondaryNever, is the writes'.
+	secondary secondaryRule
 }
+
+// secondaryRule says which members of a replica set may run a command, as
+// mongod's AllowedOnSecondary and maintenanceOk say it.
+type secondaryRule int
+
+const (
+	// secondaryNever commands (the writes) run on the primary only;
+	// elsewhere they fail with NotWritablePrimary.
+	secondaryNever secondaryRule = iota
+	// secondaryOptIn commands (the reads) run on a secondary when the
+	// client opts in with a $readPreference other than primary; without,
+	// they fail with NotPrimaryNoSecondaryOk.
+	secondaryOptIn
+	// secondaryCursor commands (getMore, killCursors) run on any member
+	// that holds data: their cursor says where.
+	secondaryCursor
+	// secondaryAlways commands (the handshake, authentication,
+	// diagnostics, fail points) run on any member, an arbiter included.
+	secondaryAlways
+)
 
 // handlers are the commands the server knows, by their exact name: MongoDB
 // command names are case-sensitive, with few aliases.
 var handlers map[string]handler
 
 func init() {
-	hello := handler{run: (*Server).hello, public: true, legacy: true, noSession: true}
+	hello := handler{run: (*Server).hello, public: true, legacy: true, noSession: true, secondary: secondaryAlways}
 	handlers = map[string]handler{
 		"hello":           hello,
 		"isMaster":        hello,
 		"ismaster":        hello,
-		"saslStart":       {run: (*Server).saslStart, public: true, noSession: true},
-		"saslContinue":    {run: (*Server).saslContinue, public: true, noSession: true},
-		"authenticate":    {run: (*Server).authenticate, public: true, noSession: true},
-		"ping":            {run: (*Server).ping, public: true},
-		"buildInfo":       {run: (*Server).buildInfo, public: true},
-		"buildinfo":       {run: (*Server).buildInfo, public: true},
-		"endSessions":     {run: (*Server).endSessions, public: true, noSession: true},
-		"serverStatus":    {run: (*Server).serverStatus},
-		"listDatabases":   {run: (*Server).listDatabases},
-		"listCollections": {run: (*Server).listCollections},
+		"saslStart":       {run: (*Server).saslStart, public: true, noSession: true, secondary: secondaryAlways},
+		"saslContinue":    {run: (*Server).saslContinue, public: true, noSession: true, secondary: secondaryAlways},
+		"authenticate":    {run: (*Server).authenticate, public: true, noSession: true, secondary: secondaryAlways},
+		"ping":            {run: (*Server).ping, public: true, secondary: secondaryAlways},
+		"buildInfo":       {run: (*Server).buildInfo, public: true, secondary: secondaryAlways},
+		"buildinfo":       {run: (*Server).buildInfo, public: true, secondary: secondaryAlways},
+		"endSessions":     {run: (*Server).endSessions, public: true, noSession: true, secondary: secondaryAlways},
+		"serverStatus":    {run: (*Server).serverStatus, secondary: secondaryAlways},
+		"listDatabases":   {run: (*Server).listDatabases, secondary: secondaryOptIn},
+		"listCollections": {run: (*Server).listCollections, secondary: secondaryOptIn},
 		"create":          {run: (*Server).create, writeConcern: true},
 		"insert":          {run: (*Server).insert, writeConcern: true},
 		"update":          {run: (*Server).update, writeConcern: true},
 		"delete":          {run: (*Server).delete, writeConcern: true},
 		"findAndModify":   {run: (*Server).findAndModify, writeConcern: true},
 		"findandmodify":   {run: (*Server).findAndModify, writeConcern: true},
-		"find":            {run: (*Server).find},
-		"getMore":         {run: (*Server).getMore},
-		"killCursors":     {run: (*Server).killCursors},
-		"count":           {run: (*Server).count},
-		"distinct":        {run: (*Server).distinct},
-		"aggregate":       {run: (*Server).aggregate},
+		"find":            {run: (*Server).find, secondary: secondaryOptIn},
+		"getMore":         {run: (*Server).getMore, secondary: secondaryCursor},
+		"killCursors":     {run: (*Server).killCursors, secondary: secondaryCursor},
+		"count":           {run: (*Server).count, secondary: secondaryOptIn},
+		"distinct":        {run: (*Server).distinct, secondary: secondaryOptIn},
+		"aggregate":       {run: (*Server).aggregate, secondary: secondaryOptIn},
 		"createIndexes":   {run: (*Server).createIndexes, writeConcern: true},
-		"listIndexes":     {run: (*Server).listIndexes},
+		"listIndexes":     {run: (*Server).listIndexes, secondary: secondaryOptIn},
 		"dropIndexes":     {run: (*Server).dropIndexes, writeConcern: true},
 		"drop":            {run: (*Server).drop, writeConcern: true},
 		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
@@ -90,8 +121,8 @@ func init() {
 
 		// mongod runs the fail point commands without authentication: only
 		// a server started for tests (enableTestCommands) has them.
-		"configureFailPoint": {run: (*Server).configureFailPoint, public: true},
-		"waitForFailPoint":   {run: (*Server).waitForFailPoint, public: true},
+		"configureFailPoint": {run: (*Server).configureFailPoint, public: true, secondary: secondaryAlways},
+		"waitForFailPoint":   {run: (*Server).waitForFailPoint, public: true, secondary: secondaryAlways},
 	}
 }
 
@@ -113,10 +144,10 @@ func (s *Server) dispatch(req *request) (bson.Raw, error) {
 		if !fe.hasLabels {
 			labels = s.errorLabels(req, fe.code, 0)
 		}
-		return fe.reply(labels), nil
+		return fe.reply(labels, s.stateChangeFields(fe.code)...), nil
 	case err != nil:
 		ce := asCmdError(err)
-		return errorReply(ce, s.errorLabels(req, ce.code, 0)), nil
+		return errorReply(ce, s.errorLabels(req, ce.code, 0), s.stateChangeFields(ce.code)...), nil
 	}
 	d = append(d, bson.E{Key: "ok", Value: 1.0})
 	reply, err := bson.Marshal(d)
@@ -165,11 +196,24 @@ func (s *Server) run(req *request) (bson.D, error) {
 		}
 		req.session = si
 	}
+	if s.rs != nil {
+		// As mongod, a member checks that it may run the command before
+		// the fail point; a write admitted on the primary holds off a
+		// step-down until it ends.
+		release, err := s.admit(req, h)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	if err := s.failBeforeRun(req); err != nil {
 		return nil, err
 	}
 	if err := checkSessionUse(req); err != nil {
 		return nil, err
+	}
+	if interrupted(req.interrupt) {
+		return nil, errInterrupted()
 	}
 	var d bson.D
 	var err error
@@ -177,6 +221,9 @@ func (s *Server) run(req *request) (bson.D, error) {
 		d, err = s.runRetryable(req, h)
 	} else {
 		d, err = h.run(s, req)
+	}
+	if err == nil && s.rs != nil && h.secondary == secondaryNever && req.db != "local" {
+		s.rs.noteWrite()
 	}
 	if err == nil && h.writeConcern {
 		d = s.failAfterWrite(req, d)

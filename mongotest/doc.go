@@ -52,12 +52,54 @@
 //
 // The server is a standalone mongod, which refuses the txnNumber of
 // retryable writes and transactions (IllegalOperation, 20), as mongod
-// does; WithReplicaSet makes it the primary of a one-member replica set,
-// which takes retryable writes (once per session and txnNumber) and adds
-// the RetryableWriteError label to their retriable errors, as mongod does.
-// In load-balanced mode the server is a mongos: it takes retryable writes
-// too, and adds no RetryableWriteError itself, as a mongos does not.
+// does. In load-balanced mode the server is a mongos: it takes retryable
+// writes, and adds no RetryableWriteError itself, as a mongos does not.
 // Multi-document transactions are not implemented.
+//
+// # Replica sets
+//
+// StartReplicaSet starts a replica set: members on their own ports, with
+// their own connections, stats and fail points, sharing one store, so that
+// replication is instantaneous. WithReplicaSet makes a server the primary
+// of a set of one member. The members answer as mongod's do:
+//
+//   - hello reports the set (setName, setVersion, hosts, passives,
+//     arbiters, primary, me), the member's role (isWritablePrimary,
+//     secondary, arbiterOnly, passive, hidden, tags), electionId on the
+//     primary, lastWrite, and topologyVersion, whose counter moves on at
+//     each change of the member's hello and whose processId is new at each
+//     start;
+//   - the awaitable hello (topologyVersion and maxAwaitTimeMS) waits for
+//     the next change of the member, or maxAwaitTimeMS; with the OP_MSG
+//     exhaustAllowed flag the member streams a reply (moreToCome) at each
+//     change, as drivers' streaming monitors expect;
+//   - a member that is not primary refuses writes (NotWritablePrimary,
+//     10107) and the reads that do not opt in with a $readPreference
+//     (NotPrimaryNoSecondaryOk, 13435), its errors carrying its
+//     topologyVersion; an unacknowledged write to it closes the
+//     connection;
+//   - retryable writes (once per session and txnNumber) work on the
+//     primary, are remembered across a failover, and their retriable
+//     errors get the RetryableWriteError label.
+//
+// Tests change the set with ReplicaSet's controls: StepDown (writes in
+// progress fail with InterruptedDueToReplStateChange, 11602), Elect, Stop
+// and Restart (a killed and restarted mongod), Partition and Heal (a
+// member that answers nothing meanwhile), and SetLag (a member whose
+// lastWrite trails, for max staleness). Each moves on the topologyVersion
+// of the members whose hello changes, so that awaitable hellos bring the
+// news at once. Nothing happens on its own: no election follows a
+// step-down or a stop until Elect, and writes do not move topologyVersion
+// on, as in mongod.
+//
+// A replica set does not implement: delayed members and the lag of the
+// data itself (SetLag changes what a member reports, not what it serves),
+// the replSet* commands (replSetGetStatus, replSetStepDown, ...),
+// $clusterTime and operationTime, and elections by priority or by timeout.
+// Read and write concerns are taken and not checked: with instantaneous
+// replication, every write is on every member when it is acknowledged. A
+// standalone and a mongos report no topologyVersion, so clients poll them
+// rather than stream.
 //
 // Once a user exists, every command but the handshake, authentication,
 // ping, buildInfo and endSessions needs an authenticated connection. There
@@ -75,6 +117,6 @@
 // accepting of connections.
 //
 // Server.Stats reports what the server saw (connections, commands by name,
-// compressed messages by compressor, authentications), so tests can check
-// that a client did what it claims.
+// compressed messages by compressor, authentications, awaitable hellos),
+// so tests can check that a client did what it claims.
 package mongotest

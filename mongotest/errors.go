@@ -154,8 +154,9 @@ func codeName(code int32) string {
 }
 
 // errorReply encodes the reply document of a failed command.
-// labels are its errorLabels, if any.
-func errorReply(e *cmdError, labels []string) bson.Raw {
+// labels are its errorLabels, if any; tail are fields that follow them
+// (the topologyVersion of a state change error).
+func errorReply(e *cmdError, labels []string, tail ...bson.E) bson.Raw {
 	d := bson.D{
 		{Key: "ok", Value: 0.0},
 		{Key: "errmsg", Value: e.msg},
@@ -166,7 +167,7 @@ func errorReply(e *cmdError, labels []string) bson.Raw {
 	if len(labels) > 0 {
 		d = append(d, bson.E{Key: "errorLabels", Value: labels})
 	}
-	return mustMarshal(d)
+	return mustMarshal(append(d, tail...))
 }
 
 // authFailed is the failure of every authentication attempt, which says no

@@ -161,7 +161,10 @@ func ExampleWithReplicaSet() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI()))
+	// The driver monitors a replica set member with awaitable hellos,
+	// which wait up to heartbeatFrequencyMS: a short one keeps Disconnect
+	// short.
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI() + "?heartbeatFrequencyMS=500"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -536,10 +536,10 @@ func (e *failCommandError) Error() string {
 	return fmt.Sprintf("Failing command via 'failCommand' failpoint (%s, code %d)", codeName(e.code), e.code)
 }
 
-// reply encodes the error reply, as mongod's, with labels: the errmsg is
-// always the same.
-func (e *failCommandError) reply(labels []string) bson.Raw {
-	return errorReply(&cmdError{code: e.code, msg: "Failing command via 'failCommand' failpoint"}, labels)
+// reply encodes the error reply, as mongod's, with labels and tail (see
+// errorReply): the errmsg is always the same.
+func (e *failCommandError) reply(labels []string, tail ...bson.E) bson.Raw {
+	return errorReply(&cmdError{code: e.code, msg: "Failing command via 'failCommand' failpoint"}, labels, tail...)
 }
 
 // failBeforeRun applies the fail point to req before it runs: it blocks, then
@@ -550,8 +550,17 @@ func (s *Server) failBeforeRun(req *request) error {
 	if fc == nil {
 		return nil
 	}
-	if fc.blocks && !sleepUnlessClosed(s.done, fc.block) {
-		return errCloseConnection // the server is closing
+	if fc.blocks {
+		t := time.NewTimer(fc.block)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-req.conn.life.done:
+			return errCloseConnection // the server is closing
+		case <-req.interrupt:
+			// A step-down kills the writes in progress, as mongod's does.
+			return errInterrupted()
+		}
 	}
 	if fc.closeConn {
 		return errCloseConnection
@@ -571,19 +580,19 @@ func (s *Server) failAfterWrite(req *request, d bson.D) bson.D {
 		return d
 	}
 	d = append(d, bson.E{Key: "writeConcernError", Value: fc.wce})
+	code, _ := fpInt(fc.wce.Lookup("code"), "code")
 	labels := fc.labels
 	if !fc.hasLabels {
-		code, _ := fpInt(fc.wce.Lookup("code"), "code")
 		labels = s.errorLabels(req, 0, int32(code))
 	}
 	if len(labels) > 0 {
 		d = append(d, bson.E{Key: "errorLabels", Value: labels})
 	}
-	return d
+	return append(d, s.stateChangeFields(int32(code))...)
 }
 
-// sleepUnlessClosed waits d, or less if done (the server's, closed by Close) closes: it
-// reports whether it waited all of d.
+// sleepUnlessClosed waits d, or less if done (the end of the server's
+// life) closes: it reports whether it waited all of d.
 func sleepUnlessClosed(done <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -599,7 +608,7 @@ func sleepUnlessClosed(done <-chan struct{}, d time.Duration) bool {
 var errServerClosing = errors.New("the server is closing")
 
 // wait waits until the fail point has fired n times in total, ctx ends, or
-// done (the server's, closed by Close) closes.
+// done (the server's, or its life's) closes.
 func (f *failPoints) wait(ctx context.Context, done <-chan struct{}, n int64) error {
 	for {
 		f.mu.Lock()
@@ -676,7 +685,7 @@ func (s *Server) waitForFailPoint(req *request) (bson.D, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(ms)*time.Millisecond)
 	defer cancel()
-	switch err := s.failPoints.wait(ctx, s.done, n); {
+	switch err := s.failPoints.wait(ctx, req.conn.life.done, n); {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, errorf(codeMaxTimeMSExpired, "operation exceeded time limit: the fail point fired fewer than %d times", n)
 	case err != nil:

@@ -233,7 +233,7 @@ var errFaultClosed = errors.New("mongotest: connection ended by an injected faul
 func (c *conn) writeFaulty(f Fault, msg []byte, name string, compressor int) error {
 	switch f.Kind {
 	case FaultDelay:
-		if !sleepUnlessClosed(c.srv.done, f.Delay) {
+		if !sleepUnlessClosed(c.life.done, f.Delay) {
 			return errFaultClosed
 		}
 	case FaultHang:

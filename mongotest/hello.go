@@ -10,15 +10,15 @@ import (
 )
 
 // hello answers hello and legacy hello (isMaster, ismaster) as a standalone
-// mongod does, as the primary of a replica set of one member
-// (WithReplicaSet), or as a mongos behind a load balancer in load-balanced
-// mode.
+// mongod does, as a member of a replica set (see helloMember), or as a
+// mongos behind a load balancer in load-balanced mode.
 // It also negotiates compression, lists a user's mechanisms
 // (saslSupportedMechs) and runs the first step of speculative
 // authentication.
 //
-// The reply has no topologyVersion, so drivers poll with hello rather than
-// stream awaitable hellos.
+// A standalone's and a mongos's replies have no topologyVersion, so drivers
+// poll them with hello rather than stream awaitable hellos; a replica set
+// member's have one, and it answers awaitable and exhaust hellos.
 func (s *Server) hello(req *request) (bson.D, error) {
 	body := req.body
 	lb, _ := body.Lookup("loadBalanced").BooleanOK()
@@ -27,7 +27,12 @@ func (s *Server) hello(req *request) (bson.D, error) {
 			"The server is being accessed through a load balancer, but this driver does not have load balancing enabled")
 	}
 	var d bson.D
-	if req.name == "hello" {
+	if s.rs != nil {
+		var err error
+		if d, err = s.helloMember(req); err != nil {
+			return nil, err
+		}
+	} else if req.name == "hello" {
 		d = append(d, bson.E{Key: "isWritablePrimary", Value: true})
 	} else {
 		d = append(d, bson.E{Key: "ismaster", Value: true})
@@ -39,16 +44,6 @@ func (s *Server) hello(req *request) (bson.D, error) {
 		d = append(d,
 			bson.E{Key: "msg", Value: "isdbgrid"},
 			bson.E{Key: "serviceId", Value: s.cfg.serviceID})
-	}
-	if s.role == roleReplicaSet {
-		d = append(d,
-			bson.E{Key: "secondary", Value: false},
-			bson.E{Key: "setName", Value: s.cfg.replicaSet},
-			bson.E{Key: "setVersion", Value: int32(1)},
-			bson.E{Key: "hosts", Value: bson.A{s.addr}},
-			bson.E{Key: "primary", Value: s.addr},
-			bson.E{Key: "me", Value: s.addr},
-			bson.E{Key: "electionId", Value: s.electionID})
 	}
 	d = append(d,
 		bson.E{Key: "maxBsonObjectSize", Value: int32(MaxBSONObjectSize)},

@@ -64,7 +64,7 @@ func (s *Server) errorLabels(req *request, code, wcCode int32) []string {
 	case code != 0 && si.inTransaction() && isTransient(code, wcCode != 0, commitOrAbort):
 		labels = append(labels, labelTransientTransaction)
 	case si.retryableWrite() || (si.inTransaction() && commitOrAbort):
-		if shutdownCodes[code] && s.closing() {
+		if shutdownCodes[code] && req.conn.closing() {
 			labels = append(labels, labelRetryableWrite)
 		} else if s.role != roleMongos && (retriableCodes[code] || retriableCodes[wcCode]) {
 			labels = append(labels, labelRetryableWrite)
@@ -91,10 +91,11 @@ func isTransient(code int32, hasWriteConcernError, commitOrAbort bool) bool {
 	return retriableCodes[code] || code == 251
 }
 
-// closing reports whether Close has begun.
-func (s *Server) closing() bool {
+// closing reports whether the server's life that c belongs to is ending
+// (Close, or ReplicaSet.Stop).
+func (c *conn) closing() bool {
 	select {
-	case <-s.done:
+	case <-c.life.done:
 		return true
 	default:
 		return false

@@ -282,7 +282,9 @@ func TestRetryableWriteConcurrentRetries(t *testing.T) {
 // retriable writeConcernError, whose retry does not insert twice.
 func TestDriverRetryableWrites(t *testing.T) {
 	srv := start(t, mongotest.WithReplicaSet("rs0"))
-	client := connect(t, srv.URI())
+	// A replica set member is monitored with awaitable hellos, which wait
+	// up to heartbeatFrequencyMS, and may hold up Disconnect as long.
+	client := connect(t, srv.URI()+"?heartbeatFrequencyMS=500")
 	coll := client.Database("x").Collection("c")
 	c := ctx(t)
 	if _, err := coll.InsertOne(c, bson.D{{Key: "_id", Value: 0}}); err != nil {
@@ -344,7 +346,7 @@ func TestDriverRetryableWrites(t *testing.T) {
 // member: the primary of the set named.
 func TestDriverReplicaSetDiscovery(t *testing.T) {
 	srv := start(t, mongotest.WithReplicaSet("rs0"))
-	client := connect(t, srv.URI()+"?replicaSet=rs0")
+	client := connect(t, srv.URI()+"?replicaSet=rs0&heartbeatFrequencyMS=500")
 	var hello struct {
 		SetName string   `bson:"setName"`
 		Hosts   []string `bson:"hosts"`

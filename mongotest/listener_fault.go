@@ -41,8 +41,9 @@ func (s *Server) ResumeAccepting() {
 }
 
 // waitAccepting returns once the server accepts connections: at once unless
-// it is paused. It returns false if the server was closed meanwhile.
-func (s *Server) waitAccepting() bool {
+// it is paused. It returns false if done (the end of the server's life)
+// came meanwhile.
+func (s *Server) waitAccepting(done <-chan struct{}) bool {
 	for {
 		s.accept.mu.Lock()
 		resume := s.accept.resume
@@ -52,7 +53,7 @@ func (s *Server) waitAccepting() bool {
 		}
 		select {
 		case <-resume:
-		case <-s.done:
+		case <-done:
 			return false
 		}
 	}

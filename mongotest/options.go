@@ -37,6 +37,7 @@ type config struct {
 	loadBalanced   bool
 	serviceID      bson.ObjectID
 	replicaSet     string
+	members        map[int]Member // WithMember's, by index
 }
 
 func defaultConfig() config {
@@ -112,19 +113,39 @@ func WithLoadBalanced(serviceID bson.ObjectID) Option {
 }
 
 // WithReplicaSet makes the server the primary of a replica set of one
-// member named name, rather than a standalone: the handshake reports the
-// set (setName, hosts, primary), so that drivers discover it as a replica
-// set, and the server takes retryable writes (a write command with a
-// txnNumber runs once, and a retry of it gets the first reply) and adds
-// the RetryableWriteError label to their retriable errors, as a replica
-// set member does. Multi-document transactions are not implemented: they
-// fail with BadValue. It cannot be combined with WithLoadBalanced.
+// member named name, rather than a standalone: it answers as a member of
+// a replica set does (see StartReplicaSet), so that drivers discover it as
+// a replica set and monitor it with awaitable hellos, and it takes
+// retryable writes (a write command with a txnNumber runs once, and a
+// retry of it gets the first reply) and adds the RetryableWriteError label
+// to their retriable errors, as a replica set member does. Multi-document
+// transactions are not implemented: they fail with BadValue. It cannot be
+// combined with WithLoadBalanced. For a set of several members, use
+// StartReplicaSet.
 func WithReplicaSet(name string) Option {
 	return func(c *config) error {
 		if name == "" {
 			return fmt.Errorf("mongotest: WithReplicaSet: the replica set needs a name")
 		}
 		c.replicaSet = name
+		return nil
+	}
+}
+
+// WithMember configures member i (from 0) of a replica set, started by
+// StartReplicaSet or, for member 0, by WithReplicaSet: its tags, and
+// whether it is passive, hidden or an arbiter. Members without it are
+// ordinary electable, data-bearing members without tags. Given twice for
+// the same member, the last one applies.
+func WithMember(i int, m Member) Option {
+	return func(c *config) error {
+		if i < 0 {
+			return fmt.Errorf("mongotest: WithMember(%d): a member index is 0 or more", i)
+		}
+		if c.members == nil {
+			c.members = map[int]Member{}
+		}
+		c.members[i] = m.clone()
 		return nil
 	}
 }

@@ -25,7 +25,7 @@ type role int
 
 const (
 	roleStandalone role = iota // a standalone mongod
-	roleReplicaSet             // the primary of a one-member replica set
+	roleReplicaSet             // a member of a replica set (see ReplicaSet)
 	roleMongos                 // a mongos behind a load balancer
 )
 

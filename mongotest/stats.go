@@ -42,7 +42,19 @@ type Stats struct {
 	// find, count, update, delete, aggregate, ...) tested against a
 	// filter, as serverStatus's metrics.queryExecutor.scannedObjects does
 	// in mongod: a query on _id examines one document, not the collection.
+	// The members of a replica set share their store, and this count: each
+	// reports the documents all of them examined.
 	DocumentsExamined int64
+	// AwaitableHellos counts the awaitable hellos received (with
+	// topologyVersion and maxAwaitTimeMS), whether they waited or not,
+	// each reply of an exhaust stream included: the server monitoring of
+	// a driver that streams. HellosAwaiting is the number of them waiting
+	// now for a change of the server's topologyVersion.
+	AwaitableHellos int64
+	HellosAwaiting  int64
+	// ExhaustReplies counts the replies sent with the moreToCome flag: the
+	// replies of exhaust hellos but the last.
+	ExhaustReplies int64
 }
 
 // stats collects a Stats.
@@ -106,3 +118,6 @@ func (st *stats) authenticated(mech string, ok bool) {
 		}
 	})
 }
+func (st *stats) awaitableHello()  { st.update(func(s *Stats) { s.AwaitableHellos++ }) }
+func (st *stats) awaiting(n int64) { st.update(func(s *Stats) { s.HellosAwaiting += n }) }
+func (st *stats) exhaustReply()    { st.update(func(s *Stats) { s.ExhaustReplies++ }) }

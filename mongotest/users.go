@@ -99,7 +99,7 @@ func (s *Server) AddUser(db, name, password string, mechanisms ...string) error 
 		}
 		u.mechs = append(u.mechs, m)
 	}
-	r := &s.users
+	r := s.users
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -116,7 +116,7 @@ func (s *Server) AddUser(db, name, password string, mechanisms ...string) error 
 // server must run WithTLS with a tls.Config that verifies client
 // certificates.
 func (s *Server) AddX509User(subject string) {
-	r := &s.users
+	r := s.users
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.x509 == nil {

@@ -61,6 +61,11 @@ type ServerClosed struct {
 type ServerHeartbeatStarted struct {
 	Address string
 	Awaited bool
+	// ConnectionID is the monitor's number for the connection the check
+	// runs on (1 for its first; a check that makes a connection has the
+	// number of the one it makes); ServerConnectionID is the server's id
+	// for it, the connectionId of its hello, 0 until the server said it.
+	ConnectionID, ServerConnectionID int64
 }
 
 // ServerHeartbeatSucceeded is published by a monitor when a check succeeds.
@@ -69,6 +74,8 @@ type ServerHeartbeatSucceeded struct {
 	Duration time.Duration
 	Reply    bson.Raw
 	Awaited  bool
+	// ConnectionID and ServerConnectionID are as in ServerHeartbeatStarted.
+	ConnectionID, ServerConnectionID int64
 }
 
 // ServerHeartbeatFailed is published by a monitor when a check fails.
@@ -77,6 +84,8 @@ type ServerHeartbeatFailed struct {
 	Duration time.Duration
 	Failure  error
 	Awaited  bool
+	// ConnectionID and ServerConnectionID are as in ServerHeartbeatStarted.
+	ConnectionID, ServerConnectionID int64
 }
 
 func (*TopologyOpening) sdamEvent()            {}

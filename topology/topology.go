@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,25 @@ type CheckOutcome struct {
 	Server ServerDescription // valid when Err is nil
 	Err    error
 	Kind   ErrorKind // of Err
+
+	// monitor and epoch tell, for a Monitor's outcome, whether a
+	// cancellation came after the check began (see stale).
+	monitor cancelable
+	epoch   uint64
+}
+
+// cancelable is a monitor whose checks the topology can make stale under
+// its lock, without the I/O of CancelCheck: a Monitor.
+type cancelable interface {
+	markStale()
+	staleSince(epoch uint64) bool
+}
+
+// stale reports whether the check was canceled after it began: the server
+// was marked Unknown since, and the outcome must not undo that. It is asked
+// under the topology's lock, which decisions to cancel are taken under too.
+func (o CheckOutcome) stale() bool {
+	return o.monitor != nil && o.monitor.staleSince(o.epoch)
 }
 
 // MonitorHandler is how a monitor reports to its topology: Checked with the
@@ -60,6 +80,11 @@ type Config struct {
 	// ServerSelectionTimeout bounds SelectServer when the context has no
 	// earlier deadline; DefaultServerSelectionTimeout when zero.
 	ServerSelectionTimeout time.Duration
+	// MinHeartbeatFrequency is minHeartbeatFrequencyMS, 500 ms when zero:
+	// while a selection finds no suitable server, it asks the monitors
+	// for a check this often. The specification does not let clients
+	// change it; tests do.
+	MinHeartbeatFrequency time.Duration
 	// NewPool makes the pool of the server at address, with the options
 	// every server's pool shares. The pool must report its establishment
 	// errors to establishFailed (pool.WithEstablishErrorHandler), so that the
@@ -77,6 +102,10 @@ type Config struct {
 	// heartbeat events among them) in order, one at a time, never under a
 	// lock of the topology's: it may call the Topology back.
 	EventHandler func(Event)
+	// Logger, if not nil, receives the SDAM log messages of the logging
+	// specification (component "topology"), at level Debug, for the same
+	// events, in the same order.
+	Logger *slog.Logger
 }
 
 // Topology is a client's running view of a deployment: the SDAM state
@@ -92,9 +121,10 @@ type Config struct {
 // A server becomes selectable only once its pool is ready: selection reads
 // the Description published after the pool transitions that came with it.
 type Topology struct {
-	id      bson.ObjectID
-	cfg     Config
-	timeout time.Duration
+	id           bson.ObjectID
+	cfg          Config
+	timeout      time.Duration
+	minHeartbeat time.Duration
 
 	published atomic.Pointer[snapshot] // what selection sees
 
@@ -109,6 +139,13 @@ type Topology struct {
 	queue    []func()
 	applying bool
 	applier  uint64 // the goroutine carrying the effects out, while applying
+	// posted and applied count the effects queued and carried out;
+	// appliedCond, on mu, is signalled as applied grows.
+	posted, applied uint64
+	appliedCond     *sync.Cond
+	// poolErr is why Config.NewPool failed, if it did: selection fails
+	// with it, as no server can have a pool.
+	poolErr error
 	// closeDone is closed once Close has carried out its effects.
 	closeDone chan struct{}
 }
@@ -145,8 +182,13 @@ func New(cfg Config) (*Topology, error) {
 		servers:   make(map[string]*Server),
 		closeDone: make(chan struct{}),
 	}
+	t.appliedCond = sync.NewCond(&t.mu)
 	if t.timeout <= 0 {
 		t.timeout = DefaultServerSelectionTimeout
+	}
+	t.minHeartbeat = cfg.MinHeartbeatFrequency
+	if t.minHeartbeat <= 0 {
+		t.minHeartbeat = monitorMinHeartbeat
 	}
 	t.published.Store(&snapshot{desc: desc, changed: make(chan struct{})})
 	t.mu.Lock()
@@ -202,7 +244,7 @@ func (t *Topology) addServerLocked(address string) *Server {
 // checked applies the outcome of a check of s by its monitor.
 func (t *Topology) checked(s *Server, o CheckOutcome) bool {
 	t.mu.Lock()
-	if t.closed || s.removed {
+	if t.closed || s.removed || o.stale() {
 		t.mu.Unlock()
 		return false
 	}
@@ -239,7 +281,7 @@ func (t *Topology) applyLocked(sd ServerDescription) Update {
 	}
 	for _, a := range u.CheckNow {
 		if s, ok := t.servers[a]; ok {
-			t.postLocked(s.requestCheck)
+			t.postLocked(s.RequestCheck)
 		}
 	}
 	t.publishLocked()
@@ -290,7 +332,7 @@ func (t *Topology) readyPool(s *Server) {
 		np, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(s, err) })
 		if err != nil {
 			t.mu.Lock()
-			s.poolErr = err
+			t.poolErr = fmt.Errorf("topology: cannot make the pool of %s: %w", s.address, err)
 			t.mu.Unlock()
 			return
 		}
@@ -327,10 +369,15 @@ func (t *Topology) carryOutLocked(s *Server, d Decision, cause error) {
 		})
 	}
 	if d.CancelCheck {
+		// The check under way is stale from now on, even if it ends
+		// before the effect below closes its connection.
+		if m, ok := s.monitor.(cancelable); ok {
+			m.markStale()
+		}
 		t.postLocked(s.cancelCheck)
 	}
 	if d.RequestCheck {
-		t.postLocked(s.requestCheck)
+		t.postLocked(s.RequestCheck)
 	}
 }
 
@@ -338,7 +385,8 @@ func (t *Topology) carryOutLocked(s *Server, d Decision, cause error) {
 // operation met on the server at e.Address: the server may be marked
 // Unknown, its pool cleared, its monitor asked for a check. It returns the
 // decision taken (the zero Decision, with a Reason, when the error was
-// ignored).
+// ignored), once the decision and every change before it are published to
+// selection, so that a retry does not select the server as it was.
 func (t *Topology) HandleError(e AppError) Decision {
 	t.mu.Lock()
 	s := t.servers[e.Address]
@@ -348,7 +396,7 @@ func (t *Topology) HandleError(e AppError) Decision {
 	}
 	d := t.desc.DecideAppError(s.generationLocked(e.ServiceID), e)
 	t.carryOutLocked(s, d, e.Err)
-	t.unlockAndApply()
+	t.unlockAndApplyAll()
 	return d
 }
 
@@ -360,7 +408,7 @@ func (t *Topology) establishFailed(s *Server, err error) {
 
 // monitorEvent publishes a monitor's heartbeat event, in order with the rest.
 func (t *Topology) monitorEvent(e Event) {
-	if t.cfg.EventHandler == nil {
+	if !t.listening() {
 		return
 	}
 	t.mu.Lock()
@@ -368,7 +416,7 @@ func (t *Topology) monitorEvent(e Event) {
 		t.mu.Unlock()
 		return
 	}
-	t.postLocked(func() { t.cfg.EventHandler(e) })
+	t.postLocked(func() { t.publish(e) })
 	t.unlockAndApply()
 }
 
@@ -382,7 +430,7 @@ func (t *Topology) RequestCheck() {
 	}
 	t.mu.Unlock()
 	for _, s := range servers {
-		s.requestCheck()
+		s.RequestCheck()
 	}
 }
 
@@ -436,11 +484,11 @@ func (t *Topology) unlockAndWaitClosed() {
 
 // postEventsLocked queues the events.
 func (t *Topology) postEventsLocked(events []Event) {
-	if t.cfg.EventHandler == nil {
+	if !t.listening() {
 		return
 	}
 	for _, e := range events {
-		t.postLocked(func() { t.cfg.EventHandler(e) })
+		t.postLocked(func() { t.publish(e) })
 	}
 }
 
@@ -464,8 +512,26 @@ func (t *Topology) publishLocked() {
 	})
 }
 
+// listening reports whether anyone receives the events: an event handler
+// or a logger. Events are not even built otherwise.
+func (t *Topology) listening() bool { return t.cfg.EventHandler != nil || t.cfg.Logger != nil }
+
+// publish delivers an event to the handler and the logger: the one place
+// events go through.
+func (t *Topology) publish(e Event) {
+	if t.cfg.EventHandler != nil {
+		t.cfg.EventHandler(e)
+	}
+	if t.cfg.Logger != nil {
+		logEvent(t.cfg.Logger, t.id, e)
+	}
+}
+
 // postLocked queues an effect, carried out by unlockAndApply.
-func (t *Topology) postLocked(fn func()) { t.queue = append(t.queue, fn) }
+func (t *Topology) postLocked(fn func()) {
+	t.queue = append(t.queue, fn)
+	t.posted++
+}
 
 // unlockAndApply unlocks mu and carries out the queued effects in order,
 // unless another goroutine is doing so: it will carry these out too.
@@ -484,8 +550,28 @@ func (t *Topology) unlockAndApply() {
 			fn()
 		}
 		t.mu.Lock()
+		t.applied += uint64(len(q))
+		t.appliedCond.Broadcast()
 	}
 	t.applying, t.applier = false, 0
+	t.mu.Unlock()
+}
+
+// unlockAndApplyAll is unlockAndApply that returns only once every effect
+// queued so far is carried out, even by another goroutine: an operation
+// that reported an error and retries must select among servers that the
+// decision, and the checks before it, have been applied to. It does not
+// wait when its caller is the goroutine carrying the effects out (a handler
+// that reported an error): that would be waiting for itself.
+func (t *Topology) unlockAndApplyAll() {
+	target := t.posted
+	t.unlockAndApply()
+	t.mu.Lock()
+	if t.applied < target && !(t.applying && t.applier == goid.Current()) {
+		for t.applied < target {
+			t.appliedCond.Wait()
+		}
+	}
 	t.mu.Unlock()
 }
 
@@ -501,7 +587,6 @@ type Server struct {
 	// Fields protected by topo.mu:
 	monitor ServerMonitor
 	removed bool
-	poolErr error // why the pool could not be made
 	// staleBelow holds, by service, the generation below which errors are
 	// stale because of clears decided but maybe not carried out yet.
 	staleBelow map[pool.ServiceID]uint64
@@ -537,7 +622,9 @@ func (s *Server) generationLocked(svcID *bson.ObjectID) uint64 {
 	return gen
 }
 
-func (s *Server) requestCheck() {
+// RequestCheck asks the server's monitor for a check as soon as it may: an
+// operation found its pool paused.
+func (s *Server) RequestCheck() {
 	s.topo.mu.Lock()
 	m := s.monitor
 	s.topo.mu.Unlock()
@@ -567,41 +654,62 @@ type Selector func(d Description, dst []ServerDescription) ([]ServerDescription,
 // is suitable, it asks the monitors for checks and waits for the topology to
 // change, until ctx ends or the server selection timeout passes. The
 // operation counts on the server until Done is called.
-func (t *Topology) SelectServer(ctx context.Context, sel Selector) (*Server, error) {
+//
+// op, if given, names the operation in the server selection log messages
+// (see Operation), which the Config's Logger receives.
+func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operation) (*Server, error) {
 	start := time.Now()
+	logs := t.selectionLog(ctx, start, op)
 	var timer *time.Timer
+	var recheck *time.Ticker
 	var buf [4]ServerDescription
 	for {
 		snap := t.published.Load()
-		if t.isClosed() {
-			return nil, ErrClosed
+		logs.started(snap.desc)
+		if err := t.unusable(); err != nil {
+			return nil, logs.failed(snap.desc, err)
 		}
 		candidates, err := sel(snap.desc, buf[:0])
 		if err != nil {
-			return nil, &SelectionError{Description: snap.desc, Err: err}
+			return nil, logs.failed(snap.desc, &SelectionError{Description: snap.desc, Err: err})
 		}
 		if s := pickServer(snap, candidates); s != nil {
+			logs.succeeded(snap.desc, s.address)
 			return s, nil
 		}
+		logs.waiting(snap.desc)
 		if timer == nil {
 			timer = time.NewTimer(t.timeout)
 			defer timer.Stop()
+			// While no server is suitable, the monitors are asked for a
+			// check every minHeartbeatFrequencyMS: a request that came
+			// while a check was under way was ignored.
+			recheck = time.NewTicker(t.minHeartbeat)
+			defer recheck.Stop()
 		}
 		t.RequestCheck()
 		select {
+		case <-recheck.C:
 		case <-snap.changed:
 		case <-ctx.Done():
-			return nil, &SelectionError{Description: t.published.Load().desc, Err: ctx.Err(), Waited: time.Since(start)}
+			e := &SelectionError{Description: t.published.Load().desc, Err: ctx.Err(), Waited: time.Since(start)}
+			return nil, logs.failed(e.Description, e)
 		case <-timer.C:
-			return nil, &SelectionError{Description: t.published.Load().desc, Waited: time.Since(start), Timeout: t.timeout}
+			e := &SelectionError{Description: t.published.Load().desc, Waited: time.Since(start), Timeout: t.timeout}
+			return nil, logs.failed(e.Description, e)
 		}
 	}
 }
 
-func (t *Topology) isClosed() bool {
+// unusable returns why selection cannot succeed, if it cannot: the topology
+// is closed, or its pools cannot be made.
+func (t *Topology) unusable() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.closed
+	if t.closed {
+		return ErrClosed
+	}
+	return t.poolErr
 }
 
 // pickServer picks among candidates those that have a pool, two at random,
@@ -657,42 +765,25 @@ func (e *SelectionError) Error() string {
 	default:
 		why = "no suitable server"
 	}
-	return "server selection failed: " + why + "; topology: " + describe(e.Description)
+	return "server selection failed: " + why + "; topology: " + e.Description.Summary()
 }
 
 // Unwrap returns the context's or the selector's error.
 func (e *SelectionError) Unwrap() error { return e.Err }
 
-// describe summarises a Description for an error message, bounded in
-// length: the type, and each server's address, type and last error.
-func describe(d Description) string {
-	const maxServers, maxErr = 16, 200
-	s := fmt.Sprintf("type %v", d.Type)
-	if d.SetName != "" {
-		s += fmt.Sprintf(", set %q", d.SetName)
-	}
-	servers := d.Servers()
-	s += ", servers ["
-	for i, sd := range servers {
-		if i == maxServers {
-			s += fmt.Sprintf(", and %d more", len(servers)-maxServers)
-			break
-		}
-		if i > 0 {
-			s += ", "
-		}
-		s += sd.Address + " " + sd.Type.String()
-		if sd.Error != nil {
-			msg := sd.Error.Error()
-			if len(msg) > maxErr {
-				msg = msg[:maxErr] + "..."
-			}
-			s += " (" + msg + ")"
-		}
-	}
-	s += "]"
-	if d.CompatibilityError != nil {
-		s += "; " + d.CompatibilityError.Error()
-	}
-	return s
+// failedMonitor is the monitor of a server that cannot be monitored at all:
+// it reports its error once, as a failed check, when started.
+type failedMonitor struct{}
+
+func (failedMonitor) RequestCheck() {}
+func (failedMonitor) CancelCheck()  {}
+func (failedMonitor) Close()        {}
+
+// StartFailedMonitor returns a monitor for the server at address that cannot
+// check it because of err (settings that cannot apply to it): err is
+// reported as a failed check, so that the server stays Unknown with err as
+// its error, which server selection errors tell.
+func StartFailedMonitor(address string, err error, h MonitorHandler) ServerMonitor {
+	go h.Checked(CheckOutcome{Err: fmt.Errorf("cannot monitor %s: %w", address, err), Kind: KindCommand})
+	return failedMonitor{}
 }

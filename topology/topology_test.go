@@ -24,6 +24,14 @@ type fakeMonitor struct {
 
 	mu                         sync.Mutex
 	requested, canceled, close int
+	epoch                      uint64
+}
+
+func (m *fakeMonitor) markStale() { m.mu.Lock(); m.epoch++; m.mu.Unlock() }
+func (m *fakeMonitor) staleSince(e uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch != e
 }
 
 func (m *fakeMonitor) RequestCheck() { m.mu.Lock(); m.requested++; m.mu.Unlock() }
@@ -68,6 +76,7 @@ func newHarness(t *testing.T, s Settings) *harness {
 	topo, err := New(Config{
 		Settings:               s,
 		ServerSelectionTimeout: 50 * time.Millisecond,
+		MinHeartbeatFrequency:  time.Millisecond,
 		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
 			p, err := pool.New(address, connector{},
 				pool.WithMaintenanceInterval(-1),
@@ -472,5 +481,53 @@ func TestSelectionPrefersFewerInProgress(t *testing.T) {
 			t.Fatalf("selected the busier %s", s.Address())
 		}
 		s.Done()
+	}
+}
+
+// While no server is suitable, the monitors are asked for a check again and
+// again (every minHeartbeatFrequencyMS), not once: a monitor ignores a
+// request that comes during a check.
+func TestSelectionKeepsAskingForChecks(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.topo.timeout = 10 * time.Second
+	done := make(chan error, 1)
+	go func() {
+		s, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary))
+		if err == nil {
+			s.Done()
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { r, _, _ := h.monitor("a:1").counts(); return r >= 3 }, "three requests for a check")
+	h.check("a:1", primaryHello("a:1"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the selection did not end")
+	}
+}
+
+// A check that was under way when an error marked the server Unknown (and
+// canceled the check) is stale: its success, reported after the decision,
+// does not make the server known again.
+func TestCanceledCheckIsNotApplied(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	m := h.monitor("a:1")
+	m.mu.Lock()
+	begun := m.epoch // a check begins
+	m.mu.Unlock()
+	s, _ := h.topo.Server("a:1")
+	e, _ := OperationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
+	if d := s.HandleError(e); !d.CancelCheck {
+		t.Fatalf("decision %+v", d)
+	}
+	sd := NewServerDescription("a:1", hello(t, primaryHello("a:1")), time.Millisecond, time.Now())
+	m.h.Checked(CheckOutcome{Server: sd, monitor: m, epoch: begun})
+	if got, _ := h.topo.Description().Server("a:1"); got.Type != ServerUnknown {
+		t.Fatalf("the canceled check made the server %v", got.Type)
 	}
 }

@@ -1,0 +1,624 @@
+package mongopool
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/connstring"
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
+)
+
+// Client is a client of a MongoDB deployment of any kind: a standalone
+// server, a replica set, a sharded cluster or a load balancer. It keeps a
+// topology (see package topology): a monitor per server, the SDAM rules, and
+// a pool per data-bearing server, all with the options of the connection
+// string; it selects a server by read preference for each operation, and
+// retries a retryable read or write once where the specifications allow.
+//
+// A Client is safe for concurrent use. Close it when done.
+type Client struct {
+	cs   *connstring.ConnString
+	topo *topology.Topology
+
+	criteria           topology.Criteria // the connection string's read preference, heartbeat and latency window
+	heartbeat          time.Duration
+	timeout            time.Duration // timeoutMS; 0 for none
+	retryReads         bool
+	retryWrites        bool
+	maxAdaptiveRetries int
+	retarget           bool
+
+	sessions sessionPool
+	warnings []string
+	closed   atomic.Bool
+	commands func(CommandEvent) // nil when nobody listens
+	// connConfig returns how to connect to a server: the connection
+	// string's settings, with the client's dialer and TLS configuration.
+	connConfig func(address string) (connection.Config, error)
+	opIDs      atomic.Int64
+}
+
+// ClientOption configures a Client beyond its connection string.
+type ClientOption func(*clientConfig) error
+
+type clientConfig struct {
+	poolOpts           []pool.Option
+	events             func(topology.Event)
+	resolver           connstring.Resolver
+	maxAdaptiveRetries int
+	retarget           bool
+	minHeartbeat       time.Duration
+	commands           func(CommandEvent)
+	logger             *slog.Logger
+	dial               func(ctx context.Context, network, address string) (net.Conn, error)
+	tls                *tls.Config
+}
+
+// WithPoolOptions adds options to every server's pool, after the connection
+// string's (an event handler, a logger...).
+func WithPoolOptions(opts ...pool.Option) ClientOption {
+	return func(c *clientConfig) error {
+		c.poolOpts = append(c.poolOpts, opts...)
+		return nil
+	}
+}
+
+// WithTopologyEventHandler receives the SDAM events: the topology's and the
+// servers' changes and the monitors' heartbeats, in order, one at a time,
+// never under a lock of the client's (it may call the client).
+func WithTopologyEventHandler(fn func(topology.Event)) ClientOption {
+	return func(c *clientConfig) error {
+		c.events = fn
+		return nil
+	}
+}
+
+// WithLogger sets the logger of the client's log messages (those of the
+// logging specification: the pools' connection messages, SDAM's topology
+// messages, server selection's), and of the connection string's warnings.
+func WithLogger(l *slog.Logger) ClientOption {
+	return func(c *clientConfig) error {
+		c.logger = l
+		return nil
+	}
+}
+
+// WithDialer sets how the client opens its sockets, monitors' and pools'
+// alike (a net.Dialer's DialContext otherwise): through a proxy, say, or to
+// in-process servers in tests. TLS, when configured, still runs over them.
+func WithDialer(dial func(ctx context.Context, network, address string) (net.Conn, error)) ClientOption {
+	return func(c *clientConfig) error {
+		c.dial = dial
+		return nil
+	}
+}
+
+// WithTLSConfig sets the TLS configuration of every connection, instead of
+// the one the connection string's tls options make; TLS is on with it. Its
+// ServerName, when empty, is each server's host name.
+func WithTLSConfig(cfg *tls.Config) ClientOption {
+	return func(c *clientConfig) error {
+		if cfg == nil {
+			return errors.New("mongopool: WithTLSConfig(nil): give a configuration, or leave the option out")
+		}
+		c.tls = cfg
+		return nil
+	}
+}
+
+// WithResolver sets the DNS resolver of a mongodb+srv connection string's
+// look-ups (net.DefaultResolver otherwise).
+func WithResolver(r connstring.Resolver) ClientOption {
+	return func(c *clientConfig) error {
+		c.resolver = r
+		return nil
+	}
+}
+
+// WithMaxAdaptiveRetries sets how many times an operation is retried after
+// overload errors (errors with the SystemOverloadedError and RetryableError
+// labels), with an exponential backoff: the client backpressure
+// specification's maxAdaptiveRetries, 2 by default; 0 turns these retries
+// off.
+func WithMaxAdaptiveRetries(n int) ClientOption {
+	return func(c *clientConfig) error {
+		if n < 0 {
+			return fmt.Errorf("mongopool: WithMaxAdaptiveRetries(%d): the number of retries cannot be negative", n)
+		}
+		c.maxAdaptiveRetries = n
+		return nil
+	}
+}
+
+// WithOverloadRetargeting makes a retry after an overload error prefer
+// another server than the overloaded one (the client backpressure
+// specification's enableOverloadRetargeting, off by default).
+func WithOverloadRetargeting(on bool) ClientOption {
+	return func(c *clientConfig) error {
+		c.retarget = on
+		return nil
+	}
+}
+
+// NewClient parses uri (a mongodb:// or mongodb+srv:// connection string,
+// with any number of hosts) and returns a Client of the deployment, without
+// waiting for it: the monitors start checking the servers at once, and the
+// first operation waits for a suitable server (serverSelectionTimeoutMS,
+// 30s by default). Options of the connection string the client honours:
+// those of the pools (see [New]), replicaSet, directConnection,
+// loadBalanced, heartbeatFrequencyMS, serverMonitoringMode,
+// serverSelectionTimeoutMS, localThresholdMS, readPreference,
+// readPreferenceTags, maxStalenessSeconds, retryReads, retryWrites and
+// timeoutMS. The SRV and TXT look-ups of a mongodb+srv URI are bounded by
+// pool.DefaultConnectTimeout; use [Connect] to bound them with a context.
+func NewClient(uri string, opts ...ClientOption) (*Client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), pool.DefaultConnectTimeout)
+	defer cancel()
+	return newClient(ctx, uri, opts)
+}
+
+// Connect is [NewClient] followed by a ping of a server of the deployment
+// (any data-bearing one): it returns once the deployment answers, or the
+// error that kept it from answering. ctx bounds the look-ups of a
+// mongodb+srv URI, the server selection and the ping.
+func Connect(ctx context.Context, uri string, opts ...ClientOption) (*Client, error) {
+	c, err := newClient(ctx, uri, opts)
+	if err != nil {
+		return nil, err
+	}
+	nearest := topology.ReadPref{Mode: topology.ModeNearest}
+	if _, err := c.Read(ctx, "admin", bson.D{{Key: "ping", Value: 1}}, WithReadPreference(nearest)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("mongopool: cannot reach the deployment of %s: %w", c.cs.Redacted(), err)
+	}
+	return c, nil
+}
+
+func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, error) {
+	cfg := clientConfig{maxAdaptiveRetries: defaultMaxAdaptiveRetries}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	r := cfg.resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	cs, err := connstring.ParseWithResolver(ctx, uri, r)
+	if err != nil {
+		return nil, err
+	}
+	crit, err := topology.CriteriaFromConnString(cs)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cs:                 cs,
+		criteria:           crit,
+		heartbeat:          durationOr(cs.HeartbeatFrequency, topology.DefaultHeartbeatFrequency),
+		timeout:            durationOr(cs.Timeout, 0),
+		retryReads:         cs.RetryReads == nil || *cs.RetryReads,
+		retryWrites:        cs.RetryWrites == nil || *cs.RetryWrites,
+		maxAdaptiveRetries: cfg.maxAdaptiveRetries,
+		retarget:           cfg.retarget,
+		warnings:           slices.Clone(cs.Warnings),
+		commands:           cfg.commands,
+	}
+	// Validate the connection settings once, for the first seed: they are
+	// the same for every server but its TLS server name.
+	c.connConfig = func(address string) (connection.Config, error) {
+		ccfg, err := connectionConfig(cs, address)
+		if err != nil {
+			return ccfg, err
+		}
+		ccfg.DialContext = cfg.dial
+		if cfg.tls != nil {
+			ccfg.TLS = cfg.tls.Clone()
+			if ccfg.TLS.ServerName == "" {
+				if host, _, err := net.SplitHostPort(address); err == nil {
+					ccfg.TLS.ServerName = host
+				}
+			}
+		}
+		return ccfg, nil
+	}
+	if _, err := c.connConfig(cs.Hosts[0]); err != nil {
+		return nil, err
+	}
+	base := poolOptions(cs)
+	if cfg.logger != nil {
+		base = append(base, pool.WithLogger(cfg.logger))
+		logWarnings(cfg.logger, cs, c.warnings)
+	}
+	tcfg := topology.Config{
+		Settings: topology.Settings{
+			Seeds:            cs.Hosts,
+			ReplicaSet:       cs.ReplicaSet,
+			DirectConnection: isTrue(cs.DirectConnection),
+			LoadBalanced:     isTrue(cs.LoadBalanced),
+		},
+		ServerSelectionTimeout: durationOr(cs.ServerSelectionTimeout, topology.DefaultServerSelectionTimeout),
+		MinHeartbeatFrequency:  cfg.minHeartbeat,
+		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
+			ccfg, err := c.connConfig(address)
+			if err != nil {
+				return nil, err
+			}
+			o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
+			return pool.New(address, NewConnector(ccfg), append(o, cfg.poolOpts...)...)
+		},
+		StartMonitor: c.monitorStarter(cs, cfg.minHeartbeat),
+		EventHandler: cfg.events,
+		Logger:       cfg.logger,
+	}
+	topo, err := topology.New(tcfg)
+	if err != nil {
+		return nil, fmt.Errorf("mongopool: %s: %w", cs.Redacted(), err)
+	}
+	c.topo = topo
+	return c, nil
+}
+
+// Topology returns the client's topology: its current Description, its
+// servers and their pools.
+func (c *Client) Topology() *topology.Topology { return c.topo }
+
+// Warnings returns what the connection string had that was ignored: see
+// [Pool.Warnings].
+func (c *Client) Warnings() []string { return slices.Clone(c.warnings) }
+
+// CommandOption changes how one operation runs.
+type CommandOption func(*operation)
+
+// WithReadPreference selects the server of a Read, a RunCommand or a Do by
+// rp rather than by the connection string's read preference (for Read) or
+// the primary (for RunCommand and Do).
+func WithReadPreference(rp topology.ReadPref) CommandOption {
+	return func(o *operation) { o.readPref, o.hasReadPref = rp, true }
+}
+
+// operation is one command the client runs, through its attempts.
+type operation struct {
+	kind        opKind
+	cmd         bson.Raw // with $db
+	readPref    topology.ReadPref
+	hasReadPref bool
+	session     *serverSession // a retryable write's, once it has one
+	txn         int64          // its txnNumber
+	id          int64          // the operation id of its command events
+}
+
+// RunCommand runs cmd (a document: bson.D, a map, a struct, bson.Raw) on
+// database db, on the primary unless WithReadPreference says otherwise, and
+// returns the reply; a reply with ok: 0 is returned as a *wire.CommandError.
+// It is not retried, as a driver's runCommand is not, but after an overload
+// error (see [WithMaxAdaptiveRetries]) when both retryReads and retryWrites
+// are on.
+func (c *Client) RunCommand(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
+	return c.run(ctx, opCommand, db, cmd, opts)
+}
+
+// Read runs the read command cmd (find, aggregate without $out, count,
+// distinct, listCollections...) on database db, on a server chosen by the
+// connection string's read preference (or WithReadPreference's), and
+// retries it once on a retryable error (a network error, a "not writable
+// primary" or "node is recovering" error, a cleared pool...) when
+// retryReads is on (the default), as the retryable reads specification
+// says.
+func (c *Client) Read(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
+	return c.run(ctx, opRead, db, cmd, opts)
+}
+
+// Write runs the write command cmd (insert, update or delete of single
+// documents, findAndModify...) on database db, on the primary, and when
+// retryWrites is on (the default) and the deployment supports it (a replica
+// set, a sharded cluster, a load balancer) makes it a retryable write: the
+// command gets an lsid and a txnNumber, and a retryable error (a network
+// error, an error the server labels RetryableWriteError, a cleared pool)
+// has it sent again once, to the primary of the moment, which runs it at
+// most once. Multi-document updates and deletes cannot be retryable writes:
+// run them with RunCommand.
+func (c *Client) Write(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
+	return c.run(ctx, opWrite, db, cmd, opts)
+}
+
+func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []CommandOption) (bson.Raw, error) {
+	raw, err := withDB(cmd, db)
+	if err != nil {
+		return nil, err
+	}
+	o := &operation{kind: k, cmd: raw}
+	if c.commands != nil {
+		o.id = c.opIDs.Add(1)
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if !o.hasReadPref {
+		o.readPref = topology.ReadPref{Mode: topology.ModePrimary}
+		if k == opRead {
+			o.readPref = c.criteria.ReadPref
+		}
+	}
+	if k == opWrite && o.hasReadPref && o.readPref.Mode != topology.ModePrimary {
+		return nil, errors.New("mongopool: a write runs on the primary: WithReadPreference cannot choose another server")
+	}
+	defer c.endSession(o)
+	return c.execute(ctx, o)
+}
+
+// execute runs o, selecting a server for each attempt, by the retry rules
+// of the retryable reads and writes and the client backpressure
+// specifications.
+func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
+	if c.closed.Load() {
+		return nil, topology.ErrClosed
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	var deprioritized []string
+	allowed := 0
+	if o.kind != opCommand {
+		allowed = 1
+	}
+	var prev error
+	for attempt := 0; ; attempt++ {
+		s, err := c.topo.SelectServer(ctx, c.selector(o, deprioritized))
+		if err != nil {
+			if prev != nil {
+				// A retry that finds no server reports what made it retry.
+				return nil, prev
+			}
+			return nil, err
+		}
+		reply, broken, err := c.attempt(ctx, s, o)
+		if err == nil {
+			return reply, nil
+		}
+		if prev != nil && pool.HasErrorLabel(err, labelNoWritesPerform) {
+			err = prev // the retry wrote nothing: the first error tells more
+		}
+		retry, overload := c.retryClass(o.kind, err, broken)
+		if !retry {
+			return nil, err
+		}
+		if overload {
+			allowed = c.maxAdaptiveRetries
+		}
+		if attempt+1 > allowed {
+			return nil, err
+		}
+		if !overload || c.retarget {
+			deprioritized = append(deprioritized, s.Address())
+		}
+		if overload && !sleepCtx(ctx, overloadBackoff(attempt+1)) {
+			return nil, err
+		}
+		prev = err
+	}
+}
+
+// attempt runs o once on s. broken reports whether the error broke the
+// connection (a network error), which the retry rules tell apart.
+func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) (reply bson.Raw, broken bool, err error) {
+	defer s.Done()
+	p := s.Pool()
+	pc, err := p.CheckOut(ctx)
+	if err != nil {
+		if errors.Is(err, pool.ErrPoolCleared) {
+			s.RequestCheck()
+		}
+		return nil, false, err
+	}
+	defer p.CheckIn(pc)
+	conn := pc.Link().(*connection.Conn)
+	cmd, err := c.prepare(ctx, s, conn, o)
+	if err != nil {
+		return nil, false, err
+	}
+	var started time.Time
+	if c.commands != nil {
+		started = c.commandStarted(s, pc, conn, o, cmd)
+	}
+	reply, err = conn.RoundTrip(ctx, cmd)
+	if c.commands != nil {
+		c.commandDone(s, pc, conn, o, cmd, reply, err, time.Since(started))
+	}
+	c.observe(s, pc, conn, reply, err)
+	if err == nil && o.kind == opWrite {
+		if wce, ok := writeConcernErrorOf(reply); ok {
+			return nil, false, wce
+		}
+	}
+	return reply, conn.Err() != nil, err
+}
+
+// prepare returns the command of an attempt on s: with the read preference
+// a mongos or a secondary needs, a retryable write's session and
+// txnNumber, and timeoutMS's maxTimeMS.
+func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connection.Conn, o *operation) (bson.Raw, error) {
+	desc := c.topo.Description()
+	sd, _ := desc.Server(s.Address())
+	var fields []field
+	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
+		fields = append(fields, field{"$readPreference", docValue(rp)})
+	}
+	if timeout, ok := supportsRetryableWrites(desc, sd); o.kind == opWrite && c.retryWrites && ok {
+		if o.session == nil {
+			if _, err := o.cmd.LookupErr("lsid"); err == nil {
+				// The caller runs its own session: not ours to retry.
+				o.kind = opCommand
+			} else {
+				o.session = c.sessions.get(timeout, time.Now())
+				o.session.txn++
+				o.txn = o.session.txn
+			}
+		}
+		if o.session != nil {
+			fields = append(fields, field{"lsid", docValue(lsidDoc(o.session.id))}, field{"txnNumber", int64Value(o.txn)})
+		}
+	}
+	if c.timeout > 0 {
+		dl, _ := ctx.Deadline()
+		remaining := time.Until(dl) - sd.MinRoundTripTime
+		if remaining <= 0 {
+			return nil, fmt.Errorf("mongopool: timeoutMS (%v) leaves no time for the command after the server's round trip time (%v): %w",
+				c.timeout, sd.MinRoundTripTime, context.DeadlineExceeded)
+		}
+		fields = append(fields, field{"maxTimeMS", int64Value(max(1, remaining.Milliseconds()))})
+	}
+	if len(fields) == 0 {
+		return o.cmd, nil
+	}
+	return withFields(o.cmd, fields...), nil
+}
+
+// supportsRetryableWrites reports whether a write on sd can be retryable:
+// the deployment has sessions (the topology's logicalSessionTimeoutMinutes,
+// kept while a server is Unknown for a moment) and sd is not a standalone.
+// It reads the topology's Description after selection, where sd may already
+// be Unknown: the write is still sent as a retryable one, so that a "not
+// writable primary" reply can be retried.
+func supportsRetryableWrites(d topology.Description, sd topology.ServerDescription) (time.Duration, bool) {
+	if d.LogicalSessionTimeoutMinutes == nil || sd.Type == topology.Standalone || d.Type == topology.Single && sd.Type == topology.ServerUnknown {
+		return 0, false
+	}
+	return time.Duration(*d.LogicalSessionTimeoutMinutes) * time.Minute, true
+}
+
+// readPrefField returns the $readPreference of o for a server of type st in
+// a topology of type tt, as the server selection specification's "Passing
+// read preference" says: a mongos or a load balancer gets the read
+// preference unless it is primary; a server connected to directly,
+// primaryPreferred, so that it answers even as a secondary; a replica set
+// member, the read preference unless it is primary.
+func readPrefField(tt topology.TopologyType, st topology.ServerType, o *operation) (bson.Raw, bool) {
+	if o.kind == opWrite {
+		return nil, false
+	}
+	if tt == topology.Single && st != topology.Mongos && st != topology.LoadBalancer {
+		return readPrefDoc(topology.ReadPref{Mode: topology.ModePrimaryPreferred}), true
+	}
+	if o.readPref.Mode == topology.ModePrimary {
+		return nil, false
+	}
+	return readPrefDoc(o.readPref), true
+}
+
+// observe applies the SDAM error rules to the outcome of a command on pc.
+func (c *Client) observe(s *topology.Server, pc *pool.Conn, conn *connection.Conn, reply bson.Raw, err error) {
+	var svc *bson.ObjectID
+	if id := pc.ServiceID(); !id.IsZero() {
+		oid := bson.ObjectID(id)
+		svc = &oid
+	}
+	if err == nil {
+		// Most replies have no writeConcernError: looking for its name
+		// first keeps their path free of parsing.
+		if !bytes.Contains(reply, writeConcernErrorKey) {
+			return
+		}
+		if e, ok := topology.ReplyError(s.Address(), reply); ok {
+			e.Phase, e.Generation, e.ServiceID = topology.AfterHandshake, pc.Generation(), svc
+			s.HandleError(e)
+		}
+		return
+	}
+	if pc.Err() != nil {
+		return // a clear interrupted the connection: the pool's doing
+	}
+	if e, ok := topology.OperationError(s.Address(), pc.Generation(), svc, conn.Err() != nil, err); ok {
+		s.HandleError(e)
+	}
+}
+
+// endSession gives a retryable write's session back.
+func (c *Client) endSession(o *operation) {
+	if o.session != nil {
+		c.sessions.put(o.session, time.Now())
+	}
+}
+
+// Do selects a server (the primary, unless WithReadPreference says
+// otherwise), checks a connection out of its pool, calls fn with it and
+// checks it back in, whatever fn does. The error fn returns goes through the
+// SDAM rules (a network error marks the server Unknown and clears its pool,
+// for instance); it is not retried.
+func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts ...CommandOption) error {
+	if c.closed.Load() {
+		return topology.ErrClosed
+	}
+	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimary}}
+	for _, opt := range opts {
+		opt(o)
+	}
+	s, err := c.topo.SelectServer(ctx, c.selector(o, nil))
+	if err != nil {
+		return err
+	}
+	defer s.Done()
+	p := s.Pool()
+	pc, err := p.CheckOut(ctx)
+	if err != nil {
+		if errors.Is(err, pool.ErrPoolCleared) {
+			s.RequestCheck()
+		}
+		return err
+	}
+	defer p.CheckIn(pc)
+	conn := pc.Link().(*connection.Conn)
+	err = fn(conn)
+	c.observe(s, pc, conn, nil, err)
+	return err
+}
+
+// Close ends the client's sessions on the server (best effort, bounded by
+// a second), stops the monitors and closes every pool. It may be called
+// from an event handler.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return c.topo.Close()
+	}
+	if ids := c.sessions.drain(); len(ids) > 0 {
+		c.endSessions(ids)
+	}
+	return c.topo.Close()
+}
+
+// endSessions tells a server the client is done with its sessions, so that
+// it frees them before they expire.
+func (c *Client) endSessions(ids [][16]byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	arr := make(bson.A, len(ids))
+	for i, id := range ids {
+		arr[i] = lsidDoc(id)
+	}
+	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimaryPreferred}}
+	raw, err := withDB(bson.D{{Key: "endSessions", Value: arr}}, "admin")
+	if err != nil {
+		return
+	}
+	o.cmd = raw
+	s, err := c.topo.SelectServer(ctx, c.selector(o, nil))
+	if err != nil {
+		return
+	}
+	_, _, _ = c.attempt(ctx, s, o)
+}

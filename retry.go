@@ -1,0 +1,165 @@
+package mongopool
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// opKind is what kind of operation the client runs, for the retry rules.
+type opKind uint8
+
+const (
+	// opCommand is a command run as given (RunCommand): never retried but
+	// on an overload error, and only when both retryReads and retryWrites
+	// are on, as the client backpressure specification says.
+	opCommand opKind = iota
+	// opRead is a retryable read (Read).
+	opRead
+	// opWrite is a retryable write (Write).
+	opWrite
+)
+
+// Labels of the errors the retry rules read.
+const (
+	labelRetryableWrite  = "RetryableWriteError"
+	labelNoWritesPerform = "NoWritesPerformed"
+)
+
+// retryableReadCodes are the codes of server errors after which the
+// retryable reads specification retries a read once.
+var retryableReadCodes = []int32{
+	11600, 11602, 10107, 13435, 13436, 189, 91, // state changes
+	7, 6, 89, 9001, 262, 134, // HostNotFound, HostUnreachable, NetworkTimeout, SocketException, ExceededTimeLimit, ReadConcernMajorityNotAvailableYet
+}
+
+// Backoff of retries after an overload error (the client backpressure
+// specification's BASE_BACKOFF and MAX_BACKOFF), and the default of
+// maxAdaptiveRetries (its MAX_RETRIES).
+const (
+	overloadBaseBackoff       = 100 * time.Millisecond
+	overloadMaxBackoff        = 10 * time.Second
+	defaultMaxAdaptiveRetries = 2
+)
+
+// retryClass says whether err, met by an operation of kind k, may be retried
+// and whether it is an overload error.
+func (c *Client) retryClass(k opKind, err error, broken bool) (retry, overload bool) {
+	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+		enabled := c.retryReads && c.retryWrites
+		switch k {
+		case opRead:
+			enabled = c.retryReads
+		case opWrite:
+			enabled = c.retryWrites
+		}
+		return enabled && pool.HasErrorLabel(err, pool.LabelRetryable), true
+	}
+	switch k {
+	case opRead:
+		if !c.retryReads {
+			return false, false
+		}
+		if errors.Is(err, pool.ErrPoolCleared) || broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			return true, false
+		}
+		var ce *wire.CommandError
+		return errors.As(err, &ce) && slices.Contains(retryableReadCodes, ce.Code), false
+	case opWrite:
+		if !c.retryWrites {
+			return false, false
+		}
+		if errors.Is(err, pool.ErrPoolCleared) || broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			return true, false
+		}
+		return pool.HasErrorLabel(err, labelRetryableWrite), false
+	}
+	return false, false
+}
+
+// overloadBackoff returns the wait before retry number attempt (1 for the
+// first) after an overload error: jitter × min(MAX_BACKOFF, BASE × 2^attempt).
+func overloadBackoff(attempt int) time.Duration {
+	d := overloadMaxBackoff
+	if attempt < 20 {
+		d = min(overloadMaxBackoff, overloadBaseBackoff<<attempt)
+	}
+	return time.Duration(rand.Float64() * float64(d))
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return false // the retry could not finish in time: give up now
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// WriteConcernError is the writeConcernError of a write's reply: the write
+// was applied on the primary, but the write concern was not satisfied. Write
+// returns it as an error (RunCommand returns the reply as it is), after
+// retrying the write once when the server labelled it RetryableWriteError.
+type WriteConcernError struct {
+	Code     int32
+	CodeName string
+	Message  string
+	// Labels are the reply's errorLabels.
+	Labels []string
+	// Reply is the whole reply.
+	Reply bson.Raw
+}
+
+// Error describes the error with its code.
+func (e *WriteConcernError) Error() string {
+	return fmt.Sprintf("write concern error: %s (code %d, %s)", e.Message, e.Code, e.CodeName)
+}
+
+// HasErrorLabel reports whether the reply carries label.
+func (e *WriteConcernError) HasErrorLabel(label string) bool { return slices.Contains(e.Labels, label) }
+
+// writeConcernErrorOf returns the writeConcernError of a successful reply,
+// if it has one.
+func writeConcernErrorOf(reply bson.Raw) (*WriteConcernError, bool) {
+	if !bytes.Contains(reply, writeConcernErrorKey) {
+		return nil, false
+	}
+	wce, ok := reply.Lookup("writeConcernError").DocumentOK()
+	if !ok {
+		return nil, false
+	}
+	e := &WriteConcernError{Reply: reply}
+	if code, ok := wce.Lookup("code").AsInt64OK(); ok && code >= math.MinInt32 && code <= math.MaxInt32 {
+		e.Code = int32(code)
+	}
+	e.CodeName, _ = wce.Lookup("codeName").StringValueOK()
+	e.Message, _ = wce.Lookup("errmsg").StringValueOK()
+	if arr, ok := reply.Lookup("errorLabels").ArrayOK(); ok {
+		vals, _ := arr.Values()
+		for _, v := range vals {
+			if s, ok := v.StringValueOK(); ok && len(e.Labels) < 32 {
+				e.Labels = append(e.Labels, s)
+			}
+		}
+	}
+	return e, true
+}
