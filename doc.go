@@ -1,6 +1,20 @@
-// Package mongopool opens a connection pool to one MongoDB endpoint from a
-// connection string, with real connections: TCP or TLS, the hello handshake,
-// compression and authentication.
+// Package mongopool connects to MongoDB deployments from a connection string,
+// with real connections (TCP or TLS, the hello handshake, compression and
+// authentication) held in CMAP pools.
+//
+// A Client serves any deployment: a standalone server, a replica set, a
+// sharded cluster, a load balancer, or a mongodb+srv name for one of them.
+// It keeps the topology (package topology: a monitor per server, the SDAM
+// rules, a pool per data-bearing server) and selects a server by read
+// preference for each operation, retrying retryable reads and writes once:
+//
+//	c, err := mongopool.Connect(ctx, "mongodb://a:27017,b:27017/?replicaSet=rs0")
+//	if err != nil { ... }
+//	defer c.Close()
+//	reply, err := c.Read(ctx, "db", bson.D{{Key: "count", Value: "orders"}})
+//
+// A Pool is a single server's pool, for programs that want one endpoint and
+// its pool in hand:
 //
 //	p, err := mongopool.Open(ctx, "mongodb://localhost:27017/?maxPoolSize=20")
 //	if err != nil { ... }
