@@ -13,6 +13,7 @@ import (
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/internal/goid"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 )
 
 // Heartbeat intervals of the server monitoring specification.
@@ -120,6 +121,12 @@ type serviceError struct {
 
 func (e *serviceError) Error() string { return e.err.Error() }
 func (e *serviceError) Unwrap() error { return e.err }
+
+var _ topology.ServiceError = (*serviceError)(nil)
+
+// ServiceID returns the service whose connections the error clears (see
+// topology.ServiceError).
+func (e *serviceError) ServiceID() pool.ServiceID { return e.service }
 
 // establishFailed is the pool's establish-error handler: the specification's
 // rules for errors of connection establishment. It runs on the establishing
