@@ -268,6 +268,22 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 	if err != nil {
 		return nil, fmt.Errorf("mongopool: %s: %w", cs.Redacted(), err)
 	}
+	if cs.Scheme == connstring.SchemeMongoDBSRV {
+		// The SRV records of a sharded cluster's name are looked up
+		// again every minute, and mongoses come and go with them (the
+		// poller stops itself for the other topologies).
+		maxHosts := 0
+		if cs.SRVMaxHosts != nil {
+			maxHosts = *cs.SRVMaxHosts
+		}
+		if err := topo.StartSRVPolling(topology.SRVPolling{
+			Resolver: r, Host: cs.SRVHost, ServiceName: cs.SRVServiceName,
+			SRVMaxHosts: maxHosts, HeartbeatFrequency: c.heartbeat,
+		}); err != nil {
+			topo.Close()
+			return nil, fmt.Errorf("mongopool: %s: %w", cs.Redacted(), err)
+		}
+	}
 	c.topo = topo
 	return c, nil
 }

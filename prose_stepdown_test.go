@@ -113,4 +113,3 @@ func testStepDownError(t *testing.T, code int32, clears bool) {
 		t.Error("the pool was cleared")
 	}
 }
-

@@ -14,8 +14,9 @@
 // What it speaks:
 //
 //   - the handshake: hello, isMaster and ismaster, with compression
-//     negotiation, saslSupportedMechs, speculativeAuthenticate and
-//     load-balanced mode (see WithLoadBalanced);
+//     negotiation, saslSupportedMechs, speculativeAuthenticate, as a
+//     mongod, a mongos (see WithMongos) or a mongos behind a load balancer
+//     (see WithLoadBalanced);
 //   - authentication: SCRAM-SHA-1, SCRAM-SHA-256 and PLAIN through
 //     saslStart/saslContinue against users given to AddUser, and
 //     MONGODB-X509 through authenticate against AddX509User over TLS;
@@ -52,16 +53,18 @@
 //
 // The server is a standalone mongod, which refuses the txnNumber of
 // retryable writes and transactions (IllegalOperation, 20), as mongod
-// does. In load-balanced mode the server is a mongos: it takes retryable
-// writes, and adds no RetryableWriteError itself, as a mongos does not.
-// Multi-document transactions are not implemented.
+// does. WithMongos makes it a mongos, and so does load-balanced mode: it
+// takes retryable writes, and adds no RetryableWriteError itself, as a
+// mongos does not. Multi-document transactions are not implemented.
 //
 // # Replica sets
 //
 // StartReplicaSet starts a replica set: members on their own ports, with
 // their own connections, stats and fail points, sharing one store, so that
 // replication is instantaneous. WithReplicaSet makes a server the primary
-// of a set of one member. The members answer as mongod's do:
+// of a set of one member. WithAdvertisedHosts gives the members host names
+// to advertise instead of their 127.0.0.1 addresses, for clients that
+// reach them through a dialer. The members answer as mongod's do:
 //
 //   - hello reports the set (setName, setVersion, hosts, passives,
 //     arbiters, primary, me), the member's role (isWritablePrimary,

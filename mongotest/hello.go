@@ -11,7 +11,7 @@ import (
 
 // hello answers hello and legacy hello (isMaster, ismaster) as a standalone
 // mongod does, as a member of a replica set (see helloMember), or as a
-// mongos behind a load balancer in load-balanced mode.
+// mongos (WithMongos), or one behind a load balancer (WithLoadBalanced).
 // It also negotiates compression, lists a user's mechanisms
 // (saslSupportedMechs) and runs the first step of speculative
 // authentication.
@@ -40,10 +40,11 @@ func (s *Server) hello(req *request) (bson.D, error) {
 	if ok, _ := body.Lookup("helloOk").BooleanOK(); ok {
 		d = append(d, bson.E{Key: "helloOk", Value: true})
 	}
+	if s.cfg.mongos {
+		d = append(d, bson.E{Key: "msg", Value: "isdbgrid"})
+	}
 	if s.cfg.loadBalanced {
-		d = append(d,
-			bson.E{Key: "msg", Value: "isdbgrid"},
-			bson.E{Key: "serviceId", Value: s.cfg.serviceID})
+		d = append(d, bson.E{Key: "serviceId", Value: s.cfg.serviceID})
 	}
 	d = append(d,
 		bson.E{Key: "maxBsonObjectSize", Value: int32(MaxBSONObjectSize)},

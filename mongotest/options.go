@@ -3,6 +3,9 @@ package mongotest
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -35,9 +38,11 @@ type config struct {
 	maxWireVersion int32
 	compressors    []wire.CompressorID // in the server's order of preference
 	loadBalanced   bool
+	mongos         bool // WithMongos, or WithLoadBalanced
 	serviceID      bson.ObjectID
 	replicaSet     string
 	members        map[int]Member // WithMember's, by index
+	advertised     []string       // WithAdvertisedHosts's, by member
 }
 
 func defaultConfig() config {
@@ -107,7 +112,7 @@ func WithLoadBalanced(serviceID bson.ObjectID) Option {
 		if serviceID.IsZero() {
 			serviceID = bson.NewObjectID()
 		}
-		c.loadBalanced, c.serviceID = true, serviceID
+		c.loadBalanced, c.mongos, c.serviceID = true, true, serviceID
 		return nil
 	}
 }
@@ -146,6 +151,59 @@ func WithMember(i int, m Member) Option {
 			c.members = map[int]Member{}
 		}
 		c.members[i] = m.clone()
+		return nil
+	}
+}
+
+// WithMongos makes the server a mongos of a sharded cluster, which drivers
+// reach directly rather than through a load balancer (for that, see
+// WithLoadBalanced): its hello says msg: "isdbgrid", by which drivers know
+// a mongos, with no set name, and it takes retryable writes but never adds
+// the RetryableWriteError label itself, as a mongos does not. There are no
+// shards behind it: each server has its own store, so several servers
+// started with it look like the mongoses of one cluster to a driver's
+// discovery, not to its data. It cannot be combined with WithReplicaSet.
+func WithMongos() Option {
+	return func(c *config) error {
+		c.mongos = true
+		return nil
+	}
+}
+
+// WithAdvertisedHosts gives the members of a replica set the addresses
+// they advertise, as a replica set configured with host names has them:
+// member i reports hosts[i] rather than its 127.0.0.1 address wherever a
+// member's address appears (hosts, passives, arbiters, primary and me in
+// hello; host in serverStatus), and ReplicaSet.URI lists them. The members
+// still listen on 127.0.0.1, each on its own port (Server.Addr): a client
+// reaches them through a dialer that maps each advertised address to its
+// member's Addr. It takes one distinct "host:port" per member of a set
+// started by StartReplicaSet, or one for WithReplicaSet.
+func WithAdvertisedHosts(hosts ...string) Option {
+	return func(c *config) error {
+		if len(hosts) == 0 {
+			return fmt.Errorf("mongotest: WithAdvertisedHosts: no address")
+		}
+		seen := make(map[string]bool, len(hosts))
+		for _, h := range hosts {
+			host, port, err := net.SplitHostPort(h)
+			switch {
+			case err != nil:
+				return fmt.Errorf("mongotest: WithAdvertisedHosts: %q is not host:port", h)
+			case host == "":
+				return fmt.Errorf("mongotest: WithAdvertisedHosts: %q has no host", h)
+			}
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("mongotest: WithAdvertisedHosts: %q has no valid port (1 to 65535)", h)
+			}
+			// Host names are case-insensitive: drivers lower-case them.
+			key := strings.ToLower(h)
+			if seen[key] {
+				return fmt.Errorf("mongotest: WithAdvertisedHosts: %q is given twice", h)
+			}
+			seen[key] = true
+		}
+		c.advertised = append([]string(nil), hosts...)
 		return nil
 	}
 }

@@ -215,6 +215,10 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 		return nil, fmt.Errorf("mongotest: a replica set has 1 to %d members, not %d", maxMembers, n)
 	case cfg.loadBalanced:
 		return nil, errors.New("mongotest: WithLoadBalanced makes a mongos, not a replica set member")
+	case cfg.mongos:
+		return nil, errors.New("mongotest: WithMongos makes a mongos, not a replica set member")
+	case cfg.advertised != nil && len(cfg.advertised) != n:
+		return nil, fmt.Errorf("mongotest: WithAdvertisedHosts gives %d addresses for a replica set of %d members", len(cfg.advertised), n)
 	}
 	confs := make([]Member, n)
 	for i, m := range cfg.members {
@@ -230,8 +234,9 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 	if first < 0 {
 		return nil, errors.New("mongotest: a replica set needs an electable member: one neither passive, hidden nor an arbiter")
 	}
+	advertised := cfg.advertised
 	cfg.replicaSet = name
-	cfg.members = nil
+	cfg.members, cfg.advertised = nil, nil
 
 	lns := make([]net.Listener, 0, n)
 	closeAll := func() {
@@ -253,6 +258,9 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 	for i, ln := range lns {
 		srv := newServer(cfg, ln.Addr().String(), sh)
 		srv.role, srv.rs, srv.self = roleReplicaSet, rs, i
+		if advertised != nil {
+			srv.advertised = advertised[i]
+		}
 		m := &member{srv: srv, conf: confs[i], primary: first, term: 1,
 			processID: bson.NewObjectID(), changed: make(chan struct{})}
 		m.role = m.restingRole()
@@ -296,11 +304,12 @@ func (rs *ReplicaSet) Members() []*Server {
 }
 
 // URI returns a connection string that lists every member and names the
-// set: "mongodb://127.0.0.1:p1,127.0.0.1:p2,.../?replicaSet=name".
+// set: "mongodb://127.0.0.1:p1,127.0.0.1:p2,.../?replicaSet=name", or the
+// addresses given to WithAdvertisedHosts.
 func (rs *ReplicaSet) URI() string {
 	hosts := make([]string, len(rs.members))
 	for i, m := range rs.members {
-		hosts[i] = m.srv.addr
+		hosts[i] = m.srv.advertised
 	}
 	return "mongodb://" + strings.Join(hosts, ",") + "/?replicaSet=" + rs.name
 }
@@ -815,11 +824,11 @@ func (rs *ReplicaSet) helloFields(i int, modern bool) (d, tv bson.D) {
 		switch {
 		case o.conf.Hidden:
 		case o.conf.Arbiter:
-			arbiters = append(arbiters, o.srv.addr)
+			arbiters = append(arbiters, o.srv.advertised)
 		case o.conf.Passive:
-			passives = append(passives, o.srv.addr)
+			passives = append(passives, o.srv.advertised)
 		default:
-			hosts = append(hosts, o.srv.addr)
+			hosts = append(hosts, o.srv.advertised)
 		}
 	}
 	d = bson.D{{Key: "topologyVersion", Value: tv}, {Key: "hosts", Value: hosts}}
@@ -839,7 +848,7 @@ func (rs *ReplicaSet) helloFields(i int, modern bool) (d, tv bson.D) {
 		bson.E{Key: writable, Value: m.role == rolePrimary},
 		bson.E{Key: "secondary", Value: m.role == roleSecondary})
 	if m.primary >= 0 {
-		d = append(d, bson.E{Key: "primary", Value: rs.members[m.primary].srv.addr})
+		d = append(d, bson.E{Key: "primary", Value: rs.members[m.primary].srv.advertised})
 	}
 	switch {
 	case m.conf.Arbiter:
@@ -857,7 +866,7 @@ func (rs *ReplicaSet) helloFields(i int, modern bool) (d, tv bson.D) {
 		}
 		d = append(d, bson.E{Key: "tags", Value: tags})
 	}
-	d = append(d, bson.E{Key: "me", Value: m.srv.addr})
+	d = append(d, bson.E{Key: "me", Value: m.srv.advertised})
 	if m.role == rolePrimary {
 		d = append(d, bson.E{Key: "electionId", Value: electionID(m.term)})
 	}

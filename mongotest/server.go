@@ -17,6 +17,9 @@ import (
 type Server struct {
 	cfg  config
 	addr string
+	// advertised is the address the server gives as its own (see
+	// WithAdvertisedHosts); addr unless told otherwise.
+	advertised string
 
 	// The members of a replica set share users, store and sessions, as the
 	// replication of the data would make them; each member has its own
@@ -80,12 +83,15 @@ func Start(opts ...Option) (*Server, error) {
 	if len(cfg.members) > 0 {
 		return nil, errors.New("mongotest: WithMember configures a member of a replica set: use it with StartReplicaSet or WithReplicaSet")
 	}
+	if cfg.advertised != nil {
+		return nil, errors.New("mongotest: WithAdvertisedHosts names the members of a replica set: use it with StartReplicaSet or WithReplicaSet")
+	}
 	ln, err := listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	s := newServer(cfg, ln.Addr().String(), &shared{})
-	if cfg.loadBalanced {
+	if cfg.mongos {
 		s.role = roleMongos
 	}
 	if err := s.serve(ln); err != nil {
@@ -102,8 +108,11 @@ func newConfig(opts []Option) (config, error) {
 			return cfg, err
 		}
 	}
-	if cfg.loadBalanced && cfg.replicaSet != "" {
+	switch {
+	case cfg.loadBalanced && cfg.replicaSet != "":
 		return cfg, fmt.Errorf("mongotest: WithLoadBalanced and WithReplicaSet: a server is a mongos or a replica set member, not both")
+	case cfg.mongos && cfg.replicaSet != "":
+		return cfg, fmt.Errorf("mongotest: WithMongos and WithReplicaSet: a server is a mongos or a replica set member, not both")
 	}
 	return cfg, nil
 }
@@ -128,7 +137,7 @@ func newServer(cfg config, addr string, sh *shared) *Server {
 	if sh.sessions == nil {
 		sh.sessions = &sessions{}
 	}
-	s := &Server{cfg: cfg, addr: addr, users: sh.users, store: sh.store, sessions: sh.sessions,
+	s := &Server{cfg: cfg, addr: addr, advertised: addr, users: sh.users, store: sh.store, sessions: sh.sessions,
 		done: make(chan struct{}), started: time.Now()}
 	s.cursors.init()
 	s.stats.init()

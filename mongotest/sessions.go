@@ -13,10 +13,10 @@ import (
 //   - a standalone refuses txnNumber: "Transaction numbers are only allowed
 //     on a replica set member or mongos" (IllegalOperation, 20), so neither
 //     retryable writes nor transactions reach it, as with mongod;
-//   - a replica set member (WithReplicaSet) and a mongos (WithLoadBalanced)
-//     take retryable writes: a write command with a txnNumber runs once per
-//     session and txnNumber, and a retry of it gets the reply of the first
-//     run, as mongod keeps it;
+//   - a replica set member (WithReplicaSet) and a mongos (WithMongos,
+//     WithLoadBalanced) take retryable writes: a write command with a
+//     txnNumber runs once per session and txnNumber, and a retry of it gets
+//     the reply of the first run, as mongod keeps it;
 //   - multi-document transactions (autocommit: false) are not implemented:
 //     they are refused with BadValue.
 
@@ -26,7 +26,7 @@ type role int
 const (
 	roleStandalone role = iota // a standalone mongod
 	roleReplicaSet             // a member of a replica set (see ReplicaSet)
-	roleMongos                 // a mongos behind a load balancer
+	roleMongos                 // a mongos (WithMongos), or one behind a load balancer
 )
 
 // sessionInfo is a command's session fields.

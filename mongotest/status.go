@@ -25,7 +25,7 @@ func (s *Server) serverStatus(req *request) (bson.D, error) {
 	}
 	uptime := time.Since(s.started)
 	return bson.D{
-		{Key: "host", Value: s.addr},
+		{Key: "host", Value: s.advertised},
 		{Key: "version", Value: versionString(major, minor)},
 		{Key: "process", Value: process},
 		{Key: "pid", Value: int64(os.Getpid())},
