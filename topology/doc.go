@@ -30,7 +30,9 @@
 //   - readpref.go, selection.go: read preferences and server selection
 //     (Description.SelectCandidates: the suitable servers within the latency
 //     window, with maximum staleness and deprioritized servers; Choose: the
-//     two random choices).
+//     two random choices);
+//   - srv.go: Description.ApplySRV, what a rescan of a mongodb+srv name's
+//     SRV records does to an Unknown or Sharded topology.
 //
 // The running layer is built on it:
 //
@@ -43,7 +45,9 @@
 //     (through Config.NewPool) and marks it ready, clears it or closes it
 //     as the rules say, publishes the events, and selects servers
 //     (SelectServer), waiting for the topology to change when none is
-//     suitable.
+//     suitable;
+//   - srvpoll.go: Topology.StartSRVPolling, the rescans of a mongodb+srv
+//     name's SRV records for a sharded cluster.
 //
 // Decisions are taken under the Topology's lock and carried out outside it,
 // in the order they were taken, so that event handlers and pools never run
