@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,22 +26,51 @@ type eventMonitor struct {
 	print  bool
 	out    *console
 	counts [16]atomic.Int64 // by pool.EventType
+	// byAddress, when set (a client's pools, one per server), also counts
+	// the events of each pool apart, in perAddress, and prints the address
+	// with each event.
+	byAddress  bool
+	perAddress sync.Map // address -> *eventCounts
 	// created holds the options of the PoolCreated event: the pool's
 	// configuration as the pool itself reports it.
 	created atomic.Pointer[map[string]int64]
 }
 
+// eventCounts are the events of one pool by type.
+type eventCounts [16]atomic.Int64
+
 func (m *eventMonitor) handle(e pool.Event) {
 	m.counts[e.Type].Add(1)
+	if m.byAddress {
+		c, ok := m.perAddress.Load(e.Address)
+		if !ok {
+			c, _ = m.perAddress.LoadOrStore(e.Address, new(eventCounts))
+		}
+		c.(*eventCounts)[e.Type].Add(1)
+	}
 	if e.Type == pool.PoolCreated {
-		m.created.Store(&e.Options)
+		m.created.CompareAndSwap(nil, &e.Options)
 	}
 	if m.print {
-		m.out.println(formatEvent(time.Since(m.start), e))
+		line := formatEvent(time.Since(m.start), e)
+		if m.byAddress {
+			line += " addr=" + e.Address
+		}
+		m.out.println(line)
 	}
 }
 
 func (m *eventMonitor) count(t pool.EventType) int64 { return m.counts[t].Load() }
+
+// countAt returns the number of events of type t of the pools at address
+// (byAddress only).
+func (m *eventMonitor) countAt(address string, t pool.EventType) int64 {
+	c, ok := m.perAddress.Load(address)
+	if !ok {
+		return 0
+	}
+	return c.(*eventCounts)[t].Load()
+}
 
 // options renders the options of the PoolCreated event, sorted by name.
 func (m *eventMonitor) options() string {

@@ -7,6 +7,14 @@
 // URI's own options apply; the pool flags override them when given, and their
 // defaults fill in what the URI leaves unset.
 //
+// A connection string of a replica set (replicaSet), of several hosts, or
+// mongodb+srv runs the workload through a mongopool.Client instead, which
+// keeps a pool per server: the progress and the summary then show the
+// topology and each server's pool. -replset starts an in-process replica set
+// of three members and runs against it, with a step-down of the primary and
+// the election of another member halfway through the run, and the summary
+// says how long the client took to write to the new primary.
+//
 // The workload writes to a database of its own (mongopool_demo_ and a random
 // suffix) and drops it at the end.
 //
@@ -20,7 +28,8 @@
 // summary. It exits with 1, and one line at the end that says why, when an
 // operation failed (other than those -clear-every itself turned away or
 // interrupted), when no operation succeeded, when the database could not be
-// dropped, or when the summary's cross-checks disagree.
+// dropped, when the summary's cross-checks disagree, or, with -replset, when
+// the failover failed or the new primary acknowledged no write.
 package main
 
 import (
@@ -35,6 +44,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,6 +55,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connstring"
 	"github.com/mongopool/mongopool/internal/embedded"
+	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -64,6 +75,7 @@ type config struct {
 	clearEvery       time.Duration
 	interrupt        bool
 	events           bool
+	replset          bool
 
 	set map[string]bool // the flags given on the command line
 }
@@ -113,7 +125,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	c := config{set: map[string]bool{}}
 	fs := flag.NewFlagSet("mongopool", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB)")
+	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB); one of a replica set (replicaSet, several hosts, or mongodb+srv) runs through a client with a pool per server")
 	fs.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently")
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the run lasts, connecting to the server included; the operations under way at the end get "+drainLimit.String()+" more, and the final drop of the demo's database "+cleanupLimit.String()+" more")
 	fs.Float64Var(&c.findRatio, "find-ratio", 0.5, "fraction of the operations that are finds; the others are inserts")
@@ -125,11 +137,14 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&c.connectTimeout, "connectTimeout", 5*time.Second, "longest establishment of one connection, handshake and authentication included (0 = no limit of the pool's own; the dial keeps the URI's connectTimeoutMS, 10s by default)")
 	fs.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never)")
 	fs.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
-	fs.BoolVar(&c.events, "events", false, "print every pool event as it happens")
+	fs.BoolVar(&c.events, "events", false, "print every pool event as it happens (and, with a client, every change of the topology)")
+	fs.BoolVar(&c.replset, "replset", false, "run against an in-process replica set of "+strconv.Itoa(replsetMembers)+" members, through a client of the whole set, with a step-down of the primary and an election halfway through the run")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mongopool [flags]\n\n"+
 			"Drives a connection pool through a workload of inserts and finds against an\n"+
 			"embedded FerretDB, or the server of -uri, and prints what the pool did.\n"+
+			"A -uri of a replica set (replicaSet, several hosts, mongodb+srv) runs through\n"+
+			"a client with a pool per server; so does -replset, on an in-process set.\n"+
 			"The pool flags override the URI's options when given; their defaults apply\n"+
 			"where the URI sets nothing.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -160,9 +175,17 @@ func (c *config) check(rest []string) error {
 		return errors.New("-clear-every must not be negative")
 	case c.interrupt && c.clearEvery == 0:
 		return errors.New("-interrupt needs -clear-every")
+	case c.replset && c.uri != "":
+		return errors.New("-replset starts a replica set of its own: it does not take -uri")
+	case c.replset && c.clearEvery > 0:
+		return errors.New(errClearEveryClient)
 	}
 	return nil
 }
+
+// errClearEveryClient says why -clear-every does not go with a deployment
+// run through a client.
+const errClearEveryClient = "-clear-every clears a single pool: it does not apply to a replica set or a deployment of several servers, whose client keeps a pool per server and clears them by the SDAM rules"
 
 // poolOptions returns the pool options of the flags: each one that was given
 // on the command line, and the default of each one the URI does not set (the
@@ -190,7 +213,8 @@ func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
 // run starts the server (unless c.uri names one), opens the pool, drives the
 // workload through it until c.duration has passed since the pool was asked
 // to connect, drops the demo's database, closes the pool and prints the
-// summary. Every step is bounded: see drainLimit and cleanupLimit. run
+// summary; for a replica set or several servers (-replset, or a -uri that
+// names one), the same through a client (see runClient). Every step is bounded: see drainLimit and cleanupLimit. run
 // returns the exit code: 0 when all went well, 1 when something failed (a
 // one-line message on errOut says what).
 func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
@@ -204,7 +228,19 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	}
 
 	uri, where := c.uri, ""
-	if uri == "" {
+	var rs *mongotest.ReplicaSet
+	switch {
+	case c.replset:
+		var err error
+		if rs, err = mongotest.StartReplicaSet(replsetName, replsetMembers); err != nil {
+			return fail("cannot start the in-process replica set: %v", err)
+		}
+		defer rs.Close() // after the client's Close
+		// The finds read from the secondaries, so that every member's pool
+		// has work; the inserts go to the primary.
+		uri = rs.URI() + "&readPreference=secondaryPreferred"
+		where = fmt.Sprintf("the in-process replica set %s of %d members", replsetName, replsetMembers)
+	case uri == "":
 		srv, err := embedded.Start(embedded.Options{})
 		if err != nil {
 			return fail("cannot start the embedded FerretDB: %v", err)
@@ -225,6 +261,13 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	}
 	if where == "" {
 		where = cs.Redacted()
+	}
+	if usesClient(cs) {
+		if c.clearEvery > 0 {
+			return fail("%s", errClearEveryClient)
+		}
+		cancelOpen()
+		return runClient(ctx, running, c, cs, uri, where, rs, out, fail)
 	}
 
 	monitor := &eventMonitor{start: time.Now(), print: c.events, out: out}
@@ -256,23 +299,7 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	if c.clearEvery > 0 {
 		bg.Go(func() { clearPeriodically(running, p, c.clearEvery, c.interrupt, out) })
 	}
-
-	start := time.Now()
-	done := make(chan struct{})
-	go func() { w.run(running, opCtx); close(done) }()
-	select {
-	case <-done:
-	case <-running.Done():
-		drain := time.NewTimer(drainLimit)
-		select {
-		case <-done:
-		case <-drain.C:
-			cancelOps() // every operation ends at once: its check-out and round trip are under opCtx
-			<-done
-		}
-		drain.Stop()
-	}
-	elapsed := time.Since(start)
+	elapsed := drive(running, opCtx, cancelOps, w)
 	bg.Wait()
 
 	// Leave the server as it was, even after Ctrl-C: best effort, bounded.
@@ -297,6 +324,45 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	}
 	return 0
 }
+
+// drive runs the workload w until running ends, its operations under
+// opCtx; the ones under way then get drainLimit to finish, after which
+// cancelOps cancels them. It returns how long the workload ran.
+func drive(running, opCtx context.Context, cancelOps context.CancelFunc, w *workload) time.Duration {
+	start := time.Now()
+	done := make(chan struct{})
+	go func() { w.run(running, opCtx); close(done) }()
+	select {
+	case <-done:
+	case <-running.Done():
+		drain := time.NewTimer(drainLimit)
+		select {
+		case <-done:
+		case <-drain.C:
+			cancelOps() // every operation ends at once: its check-out and round trip are under opCtx
+			<-done
+		}
+		drain.Stop()
+	}
+	return time.Since(start)
+}
+
+// usesClient reports whether the deployment of cs is run through a
+// mongopool.Client rather than a single pool: a replica set (replicaSet), a
+// connection string of several hosts, or a mongodb+srv one (whose look-up
+// may give several), unless it connects directly to its one host or to a
+// load balancer, which one pool serves.
+func usesClient(cs *connstring.ConnString) bool {
+	if len(cs.Hosts) > 1 {
+		return true
+	}
+	if isTrue(cs.DirectConnection) || isTrue(cs.LoadBalanced) {
+		return false
+	}
+	return cs.ReplicaSet != "" || cs.Scheme == connstring.SchemeMongoDBSRV
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
 
 // printWarnings prints the connection string's warnings (options unknown or
 // ignored), one per line.

@@ -165,6 +165,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"-clear-every", "-1s"},
 		{"-interrupt"},
 		{"extra"},
+		{"-replset", "-uri", "mongodb://127.0.0.1"},
+		{"-replset", "-clear-every", "1s"},
 	} {
 		var errOut bytes.Buffer
 		if _, err := parseFlags(args, &errOut); err == nil {

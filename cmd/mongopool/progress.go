@@ -21,6 +21,9 @@ type console struct {
 	w       *bufio.Writer
 	tty     bool // a terminal: the progress line refreshes in place
 	lineLen int  // length of the progress line on screen, 0 if none
+	// blockLines is the number of lines of the progress block on screen (a
+	// client's: a line per server), 0 if none.
+	blockLines int
 }
 
 func newConsole(w io.Writer) *console {
@@ -51,10 +54,30 @@ func (c *console) status(s string) {
 	c.w.Flush()
 }
 
+// statusBlock shows lines as the refreshing progress block, in place of the
+// previous one, and flushes. It moves the cursor with ANSI escapes: a
+// terminal only.
+func (c *console) statusBlock(lines []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.blockLines > 1 {
+		fmt.Fprintf(c.w, "\x1b[%dA", c.blockLines-1) // back to the block's first line
+	}
+	for i, l := range lines {
+		if i > 0 {
+			c.w.WriteByte('\n')
+		}
+		fmt.Fprintf(c.w, "\r%s\x1b[K", l) // the line, then erase what was left of the old one
+	}
+	c.w.WriteString("\x1b[J") // erase the old block's lines beyond the new one
+	c.blockLines = len(lines)
+	c.w.Flush()
+}
+
 func (c *console) endStatusLocked() {
-	if c.lineLen > 0 {
+	if c.lineLen > 0 || c.blockLines > 0 {
 		c.w.WriteByte('\n')
-		c.lineLen = 0
+		c.lineLen, c.blockLines = 0, 0
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -22,7 +25,10 @@ import (
 // document the same goroutine inserted, in the collection "docs" of the
 // database db.
 type workload struct {
+	// The operations go through pool, or through client when the
+	// deployment has several servers (see usesClient).
 	pool       *mongopool.Pool
+	client     *mongopool.Client
 	db         string
 	goroutines int
 	findRatio  float64
@@ -75,6 +81,7 @@ type failureKind int
 // connection), then those after it.
 const (
 	waitQueueTimeout  failureKind = iota // the pool's waitQueueTimeoutMS ended the wait
+	noServer                             // no suitable server within serverSelectionTimeoutMS (client only)
 	turnedAwayByFlag                     // the pool was paused by the job's own clear (-clear-every)
 	turnedAway                           // the pool was paused by a clear after an error
 	connectionError                      // the connection established for it failed
@@ -93,6 +100,7 @@ const firstAfterCheckOut = interruptedByFlag
 
 var kindNames = [numKinds]string{
 	waitQueueTimeout:  "timeouts (waitQueueTimeoutMS)",
+	noServer:          "no server selected",
 	turnedAwayByFlag:  "turned away by -clear-every",
 	turnedAway:        "turned away by a clear after an error",
 	connectionError:   "connection errors",
@@ -247,6 +255,9 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 	if err != nil {
 		panic(err) // the workload's own documents always marshal
 	}
+	if w.client != nil {
+		return w.clientOperation(ctx, r, raw, find)
+	}
 
 	r.started++
 	var checkedOut, replied time.Time
@@ -275,6 +286,12 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 	}
 	r.command.record(replied.Sub(checkedOut))
 	r.operation.record(time.Since(start))
+	r.succeeded(reply, find)
+	return true, true
+}
+
+// succeeded counts an operation that succeeded with reply.
+func (r *results) succeeded(reply bson.Raw, find bool) {
 	if find {
 		r.finds++
 		batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
@@ -284,7 +301,110 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 	} else {
 		r.inserts++
 	}
+}
+
+// clientOperation runs one command through the client: a find as a read,
+// by the connection string's read preference; an insert as a retryable
+// write, on the primary; anything else (the final dropDatabase) as a command
+// on the primary. The client selects the server, checks a connection out of
+// its pool and retries what the specifications allow, all inside the call:
+// the workload times the whole. gotConn reports whether it succeeded, as
+// the client does not tell whether a failed operation had a connection.
+func (w *workload) clientOperation(ctx context.Context, r *results, cmd bson.Raw, find bool) (gotConn, ok bool) {
+	r.started++
+	start := time.Now()
+	var reply bson.Raw
+	var err error
+	switch {
+	case find:
+		reply, err = w.client.Read(ctx, w.db, cmd)
+	case commandName(cmd) == "insert":
+		reply, err = w.client.Write(ctx, w.db, cmd)
+	default:
+		reply, err = w.client.RunCommand(ctx, w.db, cmd)
+	}
+	if err == nil {
+		err = replyError(reply)
+	}
+	if err != nil {
+		r.failed++
+		r.clientFailed(ctx, err)
+		return false, false
+	}
+	r.operation.record(time.Since(start))
+	r.succeeded(reply, find)
 	return true, true
+}
+
+// commandName returns the name of cmd, its first field.
+func commandName(cmd bson.Raw) string {
+	elems, err := cmd.Elements()
+	if err != nil || len(elems) == 0 {
+		return ""
+	}
+	return elems[0].Key()
+}
+
+// clientFailed records an operation of the client that failed, by the kind
+// of its error.
+func (r *results) clientFailed(ctx context.Context, err error) {
+	var (
+		cleared *pool.PoolClearedError
+		cmdErr  *wire.CommandError
+		wcErr   *mongopool.WriteConcernError
+		netErr  net.Error
+	)
+	kind := checkOutOther
+	switch {
+	case ctx.Err() != nil:
+		kind = tooLate
+	case errors.As(err, new(*topology.SelectionError)):
+		kind = noServer
+	case errors.As(err, &cleared):
+		kind = turnedAway
+		if cleared.Interrupted {
+			kind = interrupted
+		}
+	case errors.Is(err, pool.ErrWaitQueueTimeout):
+		kind = waitQueueTimeout
+		r.waitTimeouts++
+	case errors.As(err, new(*pool.ConnectionError)):
+		kind = connectionError
+	case errors.As(err, &cmdErr):
+		kind = serverError
+		r.countServerError(cmdErr.CodeName, cmdErr.Code)
+	case errors.As(err, &wcErr):
+		kind = serverError
+		r.countServerError(wcErr.CodeName, wcErr.Code)
+	case errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		kind = brokenConnection
+	}
+	r.byKind[kind]++
+	r.lastOpErr, r.lastOpKind = err, kind
+}
+
+// countServerError counts a failure of kind serverError by its codeName.
+func (r *results) countServerError(codeName string, code int32) {
+	if r.cmdErrors == nil {
+		r.cmdErrors = map[string]int64{}
+	}
+	if codeName == "" {
+		codeName = fmt.Sprintf("code %d", code)
+	}
+	countName(r.cmdErrors, codeName)
+}
+
+// maxNames bounds the distinct names counted in a map of counts by name
+// (codeNames, which the server chooses): the others are counted together.
+const maxNames = 32
+
+// countName counts one more of name in m, or of "other codes" once m has
+// maxNames names.
+func countName(m map[string]int64, name string) {
+	if _, ok := m[name]; !ok && len(m) >= maxNames {
+		name = "other codes"
+	}
+	m[name]++
 }
 
 // admin runs a command of the demo's own (not part of the workload) and
@@ -337,14 +457,7 @@ func (r *results) opFailed(ctx context.Context, err error) {
 		kind = tooLate
 	case errors.As(err, &cmdErr):
 		kind = serverError
-		if r.cmdErrors == nil {
-			r.cmdErrors = map[string]int64{}
-		}
-		name := cmdErr.CodeName
-		if name == "" {
-			name = fmt.Sprintf("code %d", cmdErr.Code)
-		}
-		r.cmdErrors[name]++
+		r.countServerError(cmdErr.CodeName, cmdErr.Code)
 	}
 	r.byKind[kind]++
 	r.lastOpErr, r.lastOpKind = err, kind
@@ -394,6 +507,9 @@ func (r *results) merge(o *results) {
 	for name, n := range o.cmdErrors {
 		if r.cmdErrors == nil {
 			r.cmdErrors = map[string]int64{}
+		}
+		if _, ok := r.cmdErrors[name]; !ok && len(r.cmdErrors) >= maxNames {
+			name = "other codes"
 		}
 		r.cmdErrors[name] += n
 	}
