@@ -44,6 +44,7 @@ type Client struct {
 	warnings []string
 	closed   atomic.Bool
 	commands func(CommandEvent) // nil when nobody listens
+	logs     bool               // a logger was given: selections are logged
 	// connConfig returns how to connect to a server: the connection
 	// string's settings, with the client's dialer and TLS configuration.
 	connConfig func(address string) (connection.Config, error)
@@ -216,6 +217,7 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		retarget:           cfg.retarget,
 		warnings:           slices.Clone(cs.Warnings),
 		commands:           cfg.commands,
+		logs:               cfg.logger != nil,
 	}
 	// Validate the connection settings once, for the first seed: they are
 	// the same for every server but its TLS server name.
@@ -357,7 +359,7 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 		return nil, err
 	}
 	o := &operation{kind: k, cmd: raw}
-	if c.commands != nil {
+	if c.commands != nil || c.logs {
 		o.id = c.opIDs.Add(1)
 	}
 	for _, opt := range opts {
@@ -395,7 +397,7 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 	}
 	var prev error
 	for attempt := 0; ; attempt++ {
-		s, err := c.topo.SelectServer(ctx, c.selector(o, deprioritized))
+		s, err := c.topo.SelectServer(ctx, c.selector(o, deprioritized), c.operationOf(o))
 		if err != nil {
 			if prev != nil {
 				// A retry that finds no server reports what made it retry.
@@ -410,7 +412,7 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		if prev != nil && pool.HasErrorLabel(err, labelNoWritesPerform) {
 			err = prev // the retry wrote nothing: the first error tells more
 		}
-		retry, overload := c.retryClass(o.kind, err, broken)
+		retry, overload := c.retryClass(o, err, broken)
 		if !retry {
 			return nil, err
 		}
@@ -505,6 +507,10 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	return withFields(o.cmd, fields...), nil
 }
 
+// defaultSessionTimeout is the session timeout assumed behind a load
+// balancer: MongoDB's default logicalSessionTimeoutMinutes.
+const defaultSessionTimeout = 30 * time.Minute
+
 // supportsRetryableWrites reports whether a write on sd can be retryable:
 // the deployment has sessions (the topology's logicalSessionTimeoutMinutes,
 // kept while a server is Unknown for a moment) and sd is not a standalone.
@@ -512,6 +518,11 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 // be Unknown: the write is still sent as a retryable one, so that a "not
 // writable primary" reply can be retried.
 func supportsRetryableWrites(d topology.Description, sd topology.ServerDescription) (time.Duration, bool) {
+	if d.Type == topology.LoadBalanced {
+		// The load balancer is never checked: the servers behind it
+		// have sessions, as the load balancer specification assumes.
+		return defaultSessionTimeout, true
+	}
 	if d.LogicalSessionTimeoutMinutes == nil || sd.Type == topology.Standalone || d.Type == topology.Single && sd.Type == topology.ServerUnknown {
 		return 0, false
 	}
@@ -584,7 +595,7 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 	for _, opt := range opts {
 		opt(o)
 	}
-	s, err := c.topo.SelectServer(ctx, c.selector(o, nil))
+	s, err := c.topo.SelectServer(ctx, c.selector(o, nil), c.operationOf(o))
 	if err != nil {
 		return err
 	}
@@ -632,7 +643,7 @@ func (c *Client) endSessions(ids [][16]byte) {
 		return
 	}
 	o.cmd = raw
-	s, err := c.topo.SelectServer(ctx, c.selector(o, nil))
+	s, err := c.topo.SelectServer(ctx, c.selector(o, nil), c.operationOf(o))
 	if err != nil {
 		return
 	}

@@ -20,6 +20,17 @@ func (c *Client) selector(o *operation, deprioritized []string) topology.Selecto
 	}
 }
 
+// operationOf returns what the selection log messages say of o; nothing
+// (and nothing built) when no logger was given.
+func (c *Client) operationOf(o *operation) topology.Operation {
+	if !c.logs {
+		return topology.Operation{}
+	}
+	crit := c.criteria
+	crit.Write, crit.ReadPref = o.kind == opWrite, o.readPref
+	return topology.Operation{Name: commandName(o.cmd), ID: o.id, Criteria: &crit}
+}
+
 // readPrefDoc returns rp as the $readPreference document: its mode, its tag
 // sets when it has some, and maxStalenessSeconds when it has one.
 func readPrefDoc(rp topology.ReadPref) bson.Raw {

@@ -385,3 +385,23 @@ func TestClientCommandEvents(t *testing.T) {
 		}
 	}
 }
+
+// A write on a standalone is not a retryable write (no sessions there): a
+// network error is not retried, since the write may have been applied.
+func TestClientWriteOnStandaloneIsNotResent(t *testing.T) {
+	srv := startServer(t)
+	c := newClient(t, srv.URI())
+	ctx := ctx(t)
+	if _, err := c.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1, CloseConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}}); err == nil {
+		t.Fatal("the write was sent again after a network error")
+	}
+	if n := srv.Stats().Commands["insert"]; n != 1 {
+		t.Errorf("inserts seen by the server: %d, want 1", n)
+	}
+}

@@ -14,7 +14,7 @@ import (
 )
 
 // The prose tests of the specifications' "Connections survive primary step
-// down" (testdata: connections-survive-step-down/README.md), against the
+// down" (testdata/spec/connections-survive-step-down/README.md), against the
 // in-process replica set: a step-down, and a "not writable primary" error,
 // keep the pool; "shutting down" and "interrupted at shutdown" clear it.
 

@@ -54,7 +54,8 @@ const (
 
 // retryClass says whether err, met by an operation of kind k, may be retried
 // and whether it is an overload error.
-func (c *Client) retryClass(k opKind, err error, broken bool) (retry, overload bool) {
+func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overload bool) {
+	k := o.kind
 	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		enabled := c.retryReads && c.retryWrites
 		switch k {
@@ -79,7 +80,15 @@ func (c *Client) retryClass(k opKind, err error, broken bool) (retry, overload b
 		if !c.retryWrites {
 			return false, false
 		}
-		if errors.Is(err, pool.ErrPoolCleared) || broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, pool.ErrPoolCleared) {
+			return true, false // nothing was sent
+		}
+		if o.session == nil {
+			// Not a retryable write (a standalone): sent again, it
+			// could be applied twice.
+			return false, false
+		}
+		if broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return true, false
 		}
 		return pool.HasErrorLabel(err, labelRetryableWrite), false

@@ -8,16 +8,19 @@ import (
 
 // TestSpecLogging runs the connection logging tests of the specification
 // (testdata/spec/logging, in the unified test format): each test gets a
-// mongotest server and clients built with New, and its log messages must be
-// the ones the file lists, in order.
+// test deployment and Clients built by NewClient, and its log messages must
+// be the ones the file lists, in order.
 func TestSpecLogging(t *testing.T) {
 	unified.RunDir(t, "testdata/spec/logging")
 }
 
 // TestSpecSDAMUnified runs the SDAM specification's unified tests
-// (testdata/spec/sdam/unified) against the test server: those the clients can
-// run pass; the others skip, each saying why (a topology the test server is
-// not, events the clients do not emit yet, the streaming protocol).
+// (testdata/spec/sdam/unified), its logging tests among them, each against
+// a deployment of a topology it accepts (a standalone, a replica set of
+// three members, a mongos behind a load balancer): those the project can
+// run pass; the others skip, each naming what it needs that the project
+// has not (a sharded cluster, a command the test server lacks, a write
+// concern in the connection string, ...).
 func TestSpecSDAMUnified(t *testing.T) {
 	unified.RunDir(t, "testdata/spec/sdam/unified")
 }
@@ -26,4 +29,12 @@ func TestSpecSDAMUnified(t *testing.T) {
 // (testdata/spec/load-balancers), as TestSpecSDAMUnified does.
 func TestSpecLoadBalancers(t *testing.T) {
 	unified.RunDir(t, "testdata/spec/load-balancers")
+}
+
+// TestSpecServerSelectionLogging runs the server selection specification's
+// logging tests (testdata/spec/server-selection/logging), as
+// TestSpecSDAMUnified does: the messages of a selection that succeeds, and
+// of one that waits and fails, naming the operation and its id.
+func TestSpecServerSelectionLogging(t *testing.T) {
+	unified.RunDir(t, "testdata/spec/server-selection/logging")
 }

@@ -181,15 +181,7 @@ func (t *Topology) applySRV(hosts []string, srvMaxHosts int) bool {
 	}
 	u := t.desc.ApplySRV(hosts, srvMaxHosts, nil)
 	if u.Applied {
-		t.desc = u.Description
-		t.postEventsLocked(u.Events(t.id))
-		for _, a := range u.Removed {
-			t.removeServerLocked(a)
-		}
-		for _, a := range u.Added {
-			t.addServerLocked(a)
-		}
-		t.publishLocked()
+		t.applyUpdateLocked(u)
 	}
 	t.unlockAndApply()
 	return true

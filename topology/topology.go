@@ -222,6 +222,13 @@ func (t *Topology) Server(address string) (*Server, bool) {
 func (t *Topology) addServerLocked(address string) *Server {
 	s := &Server{topo: t, address: address, staleBelow: make(map[pool.ServiceID]uint64)}
 	t.servers[address] = s
+	t.startMonitorLocked(s)
+	return s
+}
+
+// startMonitorLocked queues the start of the monitor of s.
+func (t *Topology) startMonitorLocked(s *Server) {
+	address := s.address
 	if t.cfg.StartMonitor != nil && t.desc.Type != LoadBalanced {
 		t.postLocked(func() {
 			m := t.cfg.StartMonitor(address, MonitorHandler{
@@ -238,7 +245,6 @@ func (t *Topology) addServerLocked(address string) *Server {
 			t.mu.Unlock()
 		})
 	}
-	return s
 }
 
 // checked applies the outcome of a check of s by its monitor.
@@ -265,27 +271,53 @@ func (t *Topology) checked(s *Server, o CheckOutcome) bool {
 // data-bearing, monitors started and servers removed, checks asked for.
 func (t *Topology) applyLocked(sd ServerDescription) Update {
 	u := t.desc.Apply(sd)
-	if !u.Applied {
-		return u
+	if u.Applied {
+		t.applyUpdateLocked(u)
 	}
+	return u
+}
+
+// applyUpdateLocked makes u's Description the topology's and queues what
+// follows: the pool of u's server made ready when the server was found
+// data-bearing, monitors started for the servers added, the new state
+// published, the events, the servers removed stopped, and the checks asked
+// for.
+func (t *Topology) applyUpdateLocked(u Update) {
 	t.desc = u.Description
-	t.postEventsLocked(u.Events(t.id))
+	// The servers' new state (pools made ready, servers added and
+	// removed) is published before the events that tell of it: a handler
+	// that learns of a change and selects a server sees the change.
+	var removed []*Server
 	for _, a := range u.Removed {
-		t.removeServerLocked(a)
+		if s := t.servers[a]; s != nil {
+			delete(t.servers, a)
+			s.removed = true
+			removed = append(removed, s)
+		}
 	}
+	added := make([]*Server, 0, len(u.Added))
 	for _, a := range u.Added {
-		t.addServerLocked(a)
+		s := &Server{topo: t, address: a, staleBelow: make(map[pool.ServiceID]uint64)}
+		t.servers[a] = s
+		added = append(added, s)
 	}
 	if s, ok := t.servers[u.Address]; ok && poolReadyAfter(u.Server, t.desc.Type) {
 		t.postLocked(func() { t.readyPool(s) })
+	}
+	t.publishLocked()
+	t.postEventsLocked(u.Events(t.id))
+	// The monitors of the servers added start after their ServerOpening.
+	for _, s := range added {
+		t.startMonitorLocked(s)
+	}
+	for _, s := range removed {
+		t.postLocked(s.stop)
 	}
 	for _, a := range u.CheckNow {
 		if s, ok := t.servers[a]; ok {
 			t.postLocked(s.RequestCheck)
 		}
 	}
-	t.publishLocked()
-	return u
 }
 
 // poolReadyAfter reports whether a check that found sd makes its pool ready:
@@ -297,25 +329,18 @@ func poolReadyAfter(sd ServerDescription, tt TopologyType) bool {
 	return sd.Type.DataBearing() || tt == Single
 }
 
-// removeServerLocked removes the server at address: its monitor is stopped
-// and its pool closed, after the new Description is published.
-func (t *Topology) removeServerLocked(address string) {
-	s := t.servers[address]
-	if s == nil {
-		return
-	}
-	delete(t.servers, address)
-	s.removed = true
+// stop stops the monitor of a removed server and closes its pool. It runs as
+// an effect.
+func (s *Server) stop() {
+	s.topo.mu.Lock()
 	m := s.monitor
-	t.publishLocked()
-	t.postLocked(func() {
-		if m != nil {
-			m.Close()
-		}
-		if p := s.pool.Load(); p != nil {
-			p.Close()
-		}
-	})
+	s.topo.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
+	if p := s.pool.Load(); p != nil {
+		p.Close()
+	}
 }
 
 // readyPool marks the pool of s ready, making it first if it has none. It
@@ -519,11 +544,13 @@ func (t *Topology) listening() bool { return t.cfg.EventHandler != nil || t.cfg.
 // publish delivers an event to the handler and the logger: the one place
 // events go through.
 func (t *Topology) publish(e Event) {
-	if t.cfg.EventHandler != nil {
-		t.cfg.EventHandler(e)
-	}
+	// The log message first: a handler that waits for the event may look
+	// for the message next.
 	if t.cfg.Logger != nil {
 		logEvent(t.cfg.Logger, t.id, e)
+	}
+	if t.cfg.EventHandler != nil {
+		t.cfg.EventHandler(e)
 	}
 }
 

@@ -1,6 +1,7 @@
 package unified
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -18,14 +19,14 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
 // clientURIOptions are the URI options (in lower case, as they are matched)
-// that have an effect on the runner's clients: those mongopool.New applies,
-// and retryReads and retryWrites, which the runner handles (see client). Any
-// other option in uriOptions fails the test, since the client would ignore
-// it, except those of skippedURIOptions.
+// that mongopool.NewClient applies. Any other option in uriOptions fails
+// the test, since the client would ignore it, except those of
+// skippedURIOptions.
 var clientURIOptions = []string{
 	"appname", "maxpoolsize", "minpoolsize", "maxidletimems", "maxconnecting",
 	"waitqueuetimeoutms", "timeoutms", "connecttimeoutms", "sockettimeoutms",
@@ -34,169 +35,241 @@ var clientURIOptions = []string{
 	"tlscafile", "tlscertificatekeyfile", "tlscertificatekeyfilepassword",
 	"authmechanism", "authsource", "authmechanismproperties",
 	"retryreads", "retrywrites", "servermonitoringmode",
+	"replicaset", "directconnection", "serverselectiontimeoutms", "localthresholdms",
+	"readpreference", "readpreferencetags", "maxstalenessseconds",
 }
 
-// skippedURIOptions are the URI options a driver may choose not to support,
-// which the clients do not: a test that sets one is skipped, not failed.
+// skippedURIOptions are the URI options the client does not apply and a
+// test may need: a test that sets one is skipped, not failed, with the
+// reason given here.
 var skippedURIOptions = map[string]string{
 	"waitqueuesize":     "the deprecated waitQueueSize, which the CMAP specification lets a driver leave out",
 	"waitqueuemultiple": "the deprecated waitQueueMultiple, which the CMAP specification lets a driver leave out",
-	// Not yet: it comes with the topology layer, as its events do.
-	"serverselectiontimeoutms": "serverSelectionTimeoutMS yet: server selection comes with the topology layer",
+	"w":                 "a write concern from the connection string (w)",
+	"wtimeoutms":        "a write concern from the connection string (wTimeoutMS)",
+	"journal":           "a write concern from the connection string (journal)",
+	"readconcernlevel":  "a read concern from the connection string (readConcernLevel)",
 }
 
-// client is a client entity: a mongopool.Pool with what a driver's client adds
-// that the tests can see. Commands carry an implicit session (an lsid from
-// the client's pool of server sessions) when the server supports sessions, and
-// close ends the pooled sessions with endSessions before closing the pool, as
-// the driver sessions specification has a client do. The client does not
-// retry: with retryReads on (the default), a read that fails with a
-// retryable error is reported as something the runner cannot do, and so is
-// a write with retryWrites on (the default) outside a single server's
-// topology.
-type client struct {
-	id          string
-	p           *mongopool.Pool
-	logs        *capture     // nil unless observeLogMessages
-	events      *eventLog    // nil unless observeEvents
-	lists       []*eventList // of storeEventsAsEntities
-	retryReads  bool
-	retryWrites bool
-	sessions    bool
-	topology    string
+// opKind is how a client entity runs a command: as RunCommand, as a
+// retryable read (Client.Read) or as a retryable write (Client.Write).
+type opKind uint8
 
-	mu     sync.Mutex
-	idle   [][]byte // server session ids, most recently used last
-	closed bool
+const (
+	opCommand opKind = iota
+	opRead
+	opWrite
+)
+
+// client is a client entity: a mongopool.Client, with what a driver's client
+// adds that the tests can see and the Client leaves to its user. Commands
+// carry an implicit session (an lsid from the entity's pool of server
+// sessions) when the deployment supports sessions, but for the retryable
+// writes to which the Client gives sessions of its own; close ends the
+// pooled sessions with endSessions before closing the Client, as the driver
+// sessions specification has a client do.
+type client struct {
+	id string
+	cl *mongopool.Client
+	// logs, events and lists are what the entity observes: nil unless
+	// observeLogMessages, observeEvents, storeEventsAsEntities.
+	logs   *capture
+	events *eventLog
+	lists  []*eventList
+	// sessions is true when commands carry an implicit session;
+	// clientSessions when the Client gives writes sessions of their own,
+	// as retryable writes.
+	sessions       bool
+	clientSessions bool
+	// pinCursors is true in a load-balanced deployment: a cursor keeps its
+	// connection until it is exhausted or closed.
+	pinCursors bool
+	// needsMultiple, when not empty, is why the test cannot use the
+	// entity: it asks for several mongoses behind the load balancer.
+	needsMultiple string
+	// Command monitoring events: the commands ignored, and whether the
+	// sensitive ones are observed.
+	ignoreCommands   []string
+	observeSensitive bool
+
+	mu      sync.Mutex
+	idle    [][]byte // server session ids, most recently used last
+	closed  bool
+	cursors []*cursor // open cursors, closed with the client
+	// topo is the topology's Description as the last
+	// TopologyDescriptionChanged event gave it; changed is closed, and
+	// replaced, at each event.
+	topo    topology.Description
+	changed chan struct{}
+	// sensitiveStarts are the hellos with speculativeAuthenticate under
+	// way, by connection: their outcome events are sensitive too.
+	sensitiveStarts map[string]bool
 }
 
 // newClient builds the client entity described by spec, against the
-// server at base (a URI with the runner's credentials and no options), with
-// the event lists of its storeEventsAsEntities in lists. What the runner
-// cannot do fails before what makes it skip the test: a *skipError comes
-// only when the rest of spec can be run.
-func newClient(where string, spec bson.RawValue, base string, sessions bool, topology string) (*client, error) {
+// deployment dep, with the event lists of its storeEventsAsEntities in
+// lists. sessions is true when the deployment supports sessions. What the
+// runner cannot do fails before what makes it skip the test: a *skipError
+// comes only when the rest of spec can be run.
+func newClient(where string, spec bson.RawValue, dep *deployment, sessions bool) (*client, error) {
 	o := readObject(where, spec,
 		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses", "observeEvents",
 			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities"},
 		"serverApi", "autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
-	c := &client{id: o.str("id", true), sessions: sessions, topology: topology}
+	c := &client{
+		id:              o.str("id", true),
+		sessions:        sessions,
+		pinCursors:      dep.topology == "load-balanced",
+		changed:         make(chan struct{}),
+		sensitiveStarts: map[string]bool{},
+	}
 	uriOpts := o.document("uriOptions", false)
 	observe := o.document("observeLogMessages", false)
-	if _, ok := o.boolean("useMultipleMongoses"); ok && (topology == "sharded" || topology == "load-balanced") {
-		o.fail("useMultipleMongoses: the runner runs only single servers, not a %s topology", topology)
+	if multiple, ok := o.boolean("useMultipleMongoses"); ok && multiple && dep.topology == "load-balanced" {
+		// The format would have the client reach a load balancer in front
+		// of several mongoses; the runner's has one. The entity is made
+		// all the same: a test skips only if it uses it.
+		c.needsMultiple = fmt.Sprintf("client %q sets useMultipleMongoses: the test deployment's load balancer has one mongos behind it, not several", c.id)
 	}
 	hasObserve, hasStore := o.has("observeEvents"), o.has("storeEventsAsEntities")
 	observeEvents := o.array("observeEvents", false)
 	store := o.array("storeEventsAsEntities", false)
-	// They concern command monitoring events only, which no client emits
-	// yet: a test that observes any is skipped.
-	o.strings("ignoreCommandMonitoringEvents")
-	o.boolean("observeSensitiveCommands")
+	c.ignoreCommands = o.strings("ignoreCommandMonitoringEvents")
+	c.observeSensitive, _ = o.boolean("observeSensitiveCommands")
 	if o.err != nil {
 		return nil, o.err
 	}
-	uri, skips, err := c.clientURI(base, uriOpts)
+	q, retryWrites, skips, err := clientOptions(uriOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
-	var opts []pool.Option
+	// The Client makes the writes on a replica set retryable writes, with
+	// a session of its own; not on a standalone, and not (yet) behind a
+	// load balancer, whose server description has no session timeout.
+	c.clientSessions = retryWrites && dep.topology == "replicaset"
+	var opts []mongopool.ClientOption
+	var poolOpts []pool.Option
 	if hasObserve {
-		var skip string
-		if c.events, skip, err = newEventLog(where, observeEvents); err != nil {
+		if c.events, err = newEventLog(where, observeEvents); err != nil {
 			return nil, err
 		}
-		skips = appendSkip(skips, skip)
-		opts = append(opts, pool.WithEventHandler(c.events.handle))
+		poolOpts = append(poolOpts, pool.WithEventHandler(c.events.handlePool))
 	}
 	if hasStore {
-		var skip string
-		if c.lists, skip, err = newEventLists(where, store); err != nil {
+		if c.lists, err = newEventLists(where, store); err != nil {
 			return nil, err
 		}
-		skips = appendSkip(skips, skip)
 		for _, l := range c.lists {
-			opts = append(opts, pool.WithEventHandler(l.handle))
+			poolOpts = append(poolOpts, pool.WithEventHandler(l.handlePool))
 		}
+	}
+	if len(poolOpts) > 0 {
+		opts = append(opts, mongopool.WithPoolOptions(poolOpts...))
+	}
+	// The SDAM events always go through the entity: waitForPrimaryChange
+	// and recordTopologyDescription follow the topology by them.
+	opts = append(opts, mongopool.WithTopologyEventHandler(c.topologyEvent))
+	if c.observesCommands() {
+		opts = append(opts, mongopool.WithCommandEventHandler(c.commandEvent))
 	}
 	if observe != nil {
 		if c.logs, err = newCapture(observe); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		opts = append(opts, pool.WithLogger(slog.New(c.logs.handler())))
+		opts = append(opts, mongopool.WithLogger(slog.New(c.logs.handler())))
 	}
 	if len(skips) > 0 {
 		return nil, &skipError{strings.Join(skips, "; ")}
 	}
-	p, err := mongopool.New(uri, opts...)
+	cl, err := mongopool.NewClient(dep.uri(q), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: creating the client: %w", where, err)
 	}
-	if w := p.Warnings(); len(w) > 0 {
-		p.Close()
+	if w := cl.Warnings(); len(w) > 0 {
+		cl.Close()
 		return nil, fmt.Errorf("%s: the connection string has problems the client would ignore: %s", where, strings.Join(w, "; "))
 	}
-	c.p = p
+	c.cl = cl
 	return c, nil
 }
 
-func appendSkip(skips []string, skip string) []string {
-	if skip == "" {
-		return skips
+// observesCommands reports whether the entity observes or stores command
+// monitoring events.
+func (c *client) observesCommands() bool {
+	if c.events != nil && c.events.observesMonitor("command") {
+		return true
 	}
-	return append(skips, skip)
+	for _, l := range c.lists {
+		if l.storesMonitor("command") {
+			return true
+		}
+	}
+	return false
 }
 
-// clientURI adds uriOptions to base and returns the result, and the reasons
-// to skip the test for options the clients may leave out; it sets the
-// client's retryReads and retryWrites.
-func (c *client) clientURI(base string, opts bson.Raw) (uri string, skips []string, err error) {
-	c.retryReads, c.retryWrites = true, true
+// clientOptions returns uriOptions as a connection string's key=value
+// options, whether retryWrites is on, and the reasons to skip the test for
+// options the client does not apply.
+func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string, err error) {
+	retryWrites = true
 	if opts == nil {
-		return base, nil, nil
+		return nil, true, nil, nil
 	}
 	elems, err := opts.Elements()
 	if err != nil {
-		return "", nil, fmt.Errorf("uriOptions: %w", err)
+		return nil, false, nil, fmt.Errorf("uriOptions: %w", err)
 	}
-	var q []string
 	for _, e := range elems {
 		k, v := e.Key(), e.Value()
 		if why, ok := skippedURIOptions[strings.ToLower(k)]; ok {
-			skips = append(skips, fmt.Sprintf("uriOptions.%s: the clients do not support %s", k, why))
+			skips = append(skips, fmt.Sprintf("uriOptions.%s: the client does not support %s", k, why))
 			continue
 		}
 		if !slices.Contains(clientURIOptions, strings.ToLower(k)) {
-			return "", nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
-		}
-		if strings.EqualFold(k, "serverMonitoringMode") && v.Type == bson.TypeString && v.StringValue() == "stream" {
-			// The clients poll, as "poll" and "auto" ask.
-			skips = append(skips, "uriOptions.serverMonitoringMode: the clients' monitor does not stream yet (it polls)")
-			continue
+			return nil, false, nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
 		}
 		if _, _, ok := operator(v); ok {
-			return "", nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
+			return nil, false, nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
+		}
+		if strings.EqualFold(k, "readPreferenceTags") && v.Type == bson.TypeArray {
+			// One tag set per string, each a readPreferenceTags option.
+			vals, _ := v.Array().Values()
+			for i, t := range vals {
+				s, ok := t.StringValueOK()
+				if !ok {
+					return nil, false, nil, fmt.Errorf("uriOptions.%s[%d]: want a string, got %s", k, i, show(t))
+				}
+				q = append(q, escape(k)+"="+escapeTags(s))
+			}
+			continue
 		}
 		s, err := uriValue(v)
 		if err != nil {
-			return "", nil, fmt.Errorf("uriOptions.%s: %w", k, err)
+			return nil, false, nil, fmt.Errorf("uriOptions.%s: %w", k, err)
 		}
-		for _, retry := range []struct {
-			name string
-			flag *bool
-		}{{"retryReads", &c.retryReads}, {"retryWrites", &c.retryWrites}} {
-			if strings.EqualFold(k, retry.name) {
-				if *retry.flag, err = strconv.ParseBool(s); err != nil {
-					return "", nil, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
-				}
+		if strings.EqualFold(k, "retryWrites") || strings.EqualFold(k, "retryReads") {
+			on, err := strconv.ParseBool(s)
+			if err != nil {
+				return nil, false, nil, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
+			}
+			if strings.EqualFold(k, "retryWrites") {
+				retryWrites = on
 			}
 		}
 		q = append(q, escape(k)+"="+s)
 	}
-	if len(q) == 0 {
-		return base, skips, nil
+	return q, retryWrites, skips, nil
+}
+
+// escapeTags escapes a tag set of readPreferenceTags ("dc:ny,rack:1"),
+// keeping its separators.
+func escapeTags(s string) string {
+	var parts []string
+	for _, tag := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(tag, ":")
+		parts = append(parts, escape(k)+":"+escape(v))
 	}
-	return base + "?" + strings.Join(q, "&"), skips, nil
+	return strings.Join(parts, ",")
 }
 
 // uriValue writes a uriOptions value as a connection string does.
@@ -248,11 +321,12 @@ func escape(s string) string {
 
 var errClientClosed = errors.New("the client entity is closed")
 
-// command runs cmd on db, with an implicit session when the server supports
-// sessions.
-func (c *client) command(ctx context.Context, db string, cmd bson.D) (bson.Raw, error) {
+// run runs cmd on db as k says, with an implicit session when the
+// deployment supports sessions and the Client does not give the command one
+// of its own.
+func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
 	var id []byte
-	if c.sessions {
+	if c.sessions && !(k == opWrite && c.clientSessions) {
 		var err error
 		if id, err = c.acquire(); err != nil {
 			return nil, err
@@ -261,7 +335,16 @@ func (c *client) command(ctx context.Context, db string, cmd bson.D) (bson.Raw, 
 	} else if c.isClosed() {
 		return nil, errClientClosed
 	}
-	reply, err := c.p.RunCommand(ctx, db, cmd)
+	var reply bson.Raw
+	var err error
+	switch k {
+	case opRead:
+		reply, err = c.cl.Read(ctx, db, cmd, opts...)
+	case opWrite:
+		reply, err = c.cl.Write(ctx, db, cmd, opts...)
+	default:
+		reply, err = c.cl.RunCommand(ctx, db, cmd, opts...)
+	}
 	if id != nil {
 		c.release(id, err)
 	}
@@ -310,14 +393,21 @@ func lsid(id []byte) bson.D {
 	return bson.D{{Key: "id", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: id}}}
 }
 
-// close ends the pooled sessions, as a driver's client does, then closes the
-// pool. Closing twice does nothing.
+// close closes the open cursors, ends the pooled sessions, as a driver's
+// client does, then closes the Client. Closing twice does nothing.
 func (c *client) close(ctx context.Context) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
+	cursors := c.cursors
+	c.cursors = nil
+	c.mu.Unlock()
+	for _, cur := range cursors {
+		cur.close(ctx)
+	}
+	c.mu.Lock()
 	c.closed = true
 	idle := c.idle
 	c.idle = nil
@@ -328,41 +418,116 @@ func (c *client) close(ctx context.Context) {
 			ids = append(ids, lsid(id))
 		}
 		// A driver ignores the outcome: the server forgets sessions anyway.
-		c.p.RunCommand(ctx, "admin", bson.D{{Key: "endSessions", Value: ids}})
+		c.cl.RunCommand(ctx, "admin", bson.D{{Key: "endSessions", Value: ids}})
 	}
-	c.p.Close()
+	c.cl.Close()
 }
 
-// retryableRead reports whether a driver with retryReads on would retry a
-// read that failed with err: a network error, an error labelled
-// RetryableError (such as a PoolClearedError) or a server error with one of
-// the retryable codes of the retryable reads specification.
-func retryableRead(err error) bool {
-	if pool.HasErrorLabel(err, pool.LabelRetryable) {
+// addCursor keeps an open cursor, to close it with the client.
+func (c *client) addCursor(cur *cursor) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errClientClosed
+	}
+	c.cursors = append(c.cursors, cur)
+	return nil
+}
+
+// dropCursor forgets a closed cursor.
+func (c *client) dropCursor(cur *cursor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if i := slices.Index(c.cursors, cur); i >= 0 {
+		c.cursors = slices.Delete(c.cursors, i, i+1)
+	}
+}
+
+// topologyEvent is the Client's SDAM event handler: it follows the
+// topology's Description and hands the event to the observers.
+func (c *client) topologyEvent(e topology.Event) {
+	if tdc, ok := e.(*topology.TopologyDescriptionChanged); ok {
+		c.mu.Lock()
+		c.topo = tdc.New
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+	if c.events != nil {
+		c.events.handleTopology(e)
+	}
+	for _, l := range c.lists {
+		l.handleTopology(e)
+	}
+}
+
+// description returns the topology's Description as the events told it,
+// and a channel closed when it next changes.
+func (c *client) description() (topology.Description, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.topo, c.changed
+}
+
+// sensitiveCommands are the commands whose events the command monitoring
+// specification has the runner ignore unless observeSensitiveCommands.
+var sensitiveCommands = []string{
+	"authenticate", "saslstart", "saslcontinue", "getnonce",
+	"createuser", "updateuser", "copydbgetnonce", "copydbsaslstart", "copydb",
+}
+
+// commandEvent is the Client's command event handler: it drops the events
+// the format says to ignore (configureFailPoint, ignoreCommandMonitoringEvents,
+// the sensitive commands unless observeSensitiveCommands) and hands the
+// others, copied, to the observers.
+func (c *client) commandEvent(e mongopool.CommandEvent) {
+	if strings.EqualFold(e.Name, "configureFailPoint") || slices.Contains(c.ignoreCommands, e.Name) {
+		return
+	}
+	if !c.observeSensitive && c.sensitive(e) {
+		return
+	}
+	ev := &commandEvent{
+		typ: e.Type, name: e.Name, db: e.Database,
+		command: bytes.Clone(e.Command), reply: bytes.Clone(e.Reply),
+		failure: e.Failure, duration: e.Duration, address: e.Address,
+		connID: e.ConnectionID, serverConnID: e.ServerConnectionID, serviceID: e.ServiceID, opID: e.OperationID,
+	}
+	if c.events != nil {
+		c.events.handleCommand(ev)
+	}
+	for _, l := range c.lists {
+		l.handleCommand(ev)
+	}
+}
+
+// sensitive reports whether e is an event of a sensitive command: one of
+// sensitiveCommands, or a hello with speculativeAuthenticate, whose command
+// and reply the Client leaves empty (and whose outcome comes on the same
+// connection as its start).
+func (c *client) sensitive(e mongopool.CommandEvent) bool {
+	lower := strings.ToLower(e.Name)
+	if slices.Contains(sensitiveCommands, lower) {
 		return true
 	}
-	var ce *wire.CommandError
-	if errors.As(err, &ce) {
-		return slices.Contains(retryableCodes, ce.Code)
+	if lower != "hello" && lower != "ismaster" {
+		return false
 	}
-	return isNetworkError(err)
-}
-
-// retryableCodes are the server error codes after which reads are retried.
-var retryableCodes = []int32{
-	6,     // HostUnreachable
-	7,     // HostNotFound
-	89,    // NetworkTimeout
-	91,    // ShutdownInProgress
-	134,   // ReadConcernMajorityNotAvailableYet
-	189,   // PrimarySteppedDown
-	262,   // ExceededTimeLimit
-	9001,  // SocketException
-	10107, // NotWritablePrimary
-	11600, // InterruptedAtShutdown
-	11602, // InterruptedDueToReplStateChange
-	13435, // NotPrimaryNoSecondaryOk
-	13436, // NotPrimaryOrSecondary
+	key := e.Address + "/" + strconv.FormatInt(e.ConnectionID, 10)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Type {
+	case mongopool.CommandStarted:
+		if len(e.Command) == 0 {
+			c.sensitiveStarts[key] = true
+			return true
+		}
+		return false
+	default:
+		s := c.sensitiveStarts[key]
+		delete(c.sensitiveStarts, key)
+		return s
+	}
 }
 
 // isNetworkError reports an error of the connection rather than of the

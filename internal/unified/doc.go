@@ -1,64 +1,84 @@
 // Package unified runs specification tests written in the unified test format
 // (the unified-test-format specification), for the subset of the format that
-// the connection logging tests and the tests of CMAP events use, against a
-// mongotest server and clients built with mongopool.New. It is used only by
-// tests.
+// the logging, SDAM, load balancer and server selection tests use, against
+// test deployments of mongotest servers and clients built with
+// mongopool.NewClient. It is used only by tests.
 //
 // What it runs:
 //
-//   - files of schema version 1.x up to SchemaVersion, with runOnRequirements
-//     evaluated against the server it starts for each test (version from
-//     buildInfo, topology from hello, authentication as configured: the
-//     server always has a user and every client its credentials);
+//   - files of schema version 1.x up to SchemaVersion; each test runs on a
+//     deployment of the first topology that the file's and the test's
+//     runOnRequirements accept (in the order they name them) and that the
+//     runner provides: "single" (a standalone), "replicaset" (a replica set
+//     of three members) or "load-balanced" (the test server as a mongos
+//     behind a load balancer: the only server behind its address), and whose
+//     server meets the rest of the requirements (version from buildInfo,
+//     authentication as configured: the server always has a user and every
+//     client its credentials);
 //   - initialData, loaded through an internal client before each test (each
 //     collection dropped, created with createOptions if any, filled);
-//   - client entities, with uriOptions (those mongopool.New applies, and
-//     retryReads and retryWrites), observeLogMessages, observeEvents for the
-//     eleven CMAP events, ignoreCommandMonitoringEvents and
-//     observeSensitiveCommands (which concern command events only), and
-//     storeEventsAsEntities (event list entities: documents with name,
-//     observedAt, address and the event's fields, durations as durationMS);
-//   - database, collection and thread entities;
+//   - client entities, with uriOptions (those NewClient applies), observeLogMessages
+//     (the connection, topology and serverSelection components),
+//     observeEvents (the CMAP, SDAM and command monitoring events),
+//     ignoreCommandMonitoringEvents, observeSensitiveCommands,
+//     useMultipleMongoses and storeEventsAsEntities (event list entities:
+//     documents with name, observedAt, address and the event's fields,
+//     durations as durationMS);
+//   - database and collection entities, with the readPreference of their
+//     options; thread entities; cursor entities (saveResultAsEntity of
+//     createFindCursor); TopologyDescription entities
+//     (recordTopologyDescription);
 //   - the operations listDatabases and close on clients, runCommand on
-//     databases (readPreference only if primary), and on collections
-//     insertOne, insertMany, find (filter, sort, skip, limit, batchSize),
-//     aggregate (pipeline, batchSize) and countDocuments (filter, skip,
-//     limit), cursors iterated to the end with getMore;
-//   - the special operations createEntities, failPoint (fail points set
-//     during a test are disabled at its end), runOnThread, waitForThread,
-//     waitForEvent, assertEventCount and wait; waitForEvent and
-//     waitForThread fail after 10 s, and a thread's failure fails the test
-//     whether or not waitForThread waits for it;
+//     databases (with a readPreference), and on collections insertOne,
+//     insertMany, bulkWrite (insertOne requests), find (filter, sort, skip,
+//     limit, batchSize), createFindCursor, aggregate (pipeline, batchSize)
+//     and countDocuments (filter, skip, limit), and iterateUntilDocumentOrError,
+//     iterateOnce and close on cursors. Reads run as Client.Read (retryable
+//     reads), writes as Client.Write (retryable writes), runCommand and
+//     getMore as Client.RunCommand. In a load-balanced deployment a cursor
+//     of createFindCursor keeps its connection (lent by Client.Do) until it
+//     is exhausted or closed, as the load balancer specification has a
+//     driver pin it;
+//   - the special operations createEntities, failPoint (set on the server
+//     the client selects, and disabled there at the end of the test),
+//     runOnThread, waitForThread, waitForEvent, assertEventCount,
+//     recordTopologyDescription, assertTopologyType, waitForPrimaryChange
+//     and wait; waitForEvent and waitForThread fail after 10 s, and a
+//     thread's failure fails the test whether or not waitForThread waits
+//     for it;
 //   - expectError (isError, isClientError, isTimeoutError, errorContains,
 //     errorCode, errorCodeName, errorLabelsContain, errorLabelsOmit,
 //     errorResponse), expectResult and ignoreResultAndError; a write error
 //     or write concern error in a reply is the operation's error;
 //   - expectLogMessages, with ignoreMessages, ignoreExtraMessages and
 //     failureIsRedacted, matched by the specification's rules (Match);
-//   - expectEvents of eventType cmap, with ignoreExtraEvents, and the
-//     expectedCmapEvent assertions (hasServiceId and
-//     interruptInUseConnections of poolClearedEvent, reason of
-//     connectionClosedEvent and connectionCheckOutFailedEvent);
+//   - expectEvents of the three event types, with ignoreExtraEvents, and the
+//     assertions of the format's expectedCmapEvent, expectedCommandEvent
+//     (command, reply, commandName, databaseName, hasServiceId,
+//     hasServerConnectionId) and expectedSdamEvent (the types of
+//     previousDescription and newDescription, awaited);
 //   - outcome, read through the internal client in _id order and compared
 //     exactly (key order aside).
 //
-// Anything else in a file (an entity type, an operation, an argument, a field,
-// an event type, a URI option the clients do not apply, a special operator)
-// fails the test with a message naming it: a test never passes by skipping
-// what it asks for. The only skips are the ones the format prescribes
-// (unmet runOnRequirements, skipReason) and two more, each with its reason:
-// a uriOption a driver may choose not to support (waitQueueSize,
-// waitQueueMultiple), and an event the clients do not emit yet (the command
-// monitoring and SDAM events, listed in eventKinds), whether observed,
-// stored, expected or waited for. Within a client entity, what the runner
-// cannot do fails the test even when something else in it would make it
-// skip.
+// Anything else in a file (an entity type, an operation, an argument, a
+// field, an event type, a URI option, a special operator) fails the test
+// with a message naming it: a test never passes by skipping what it asks
+// for. Besides the skips the format prescribes (unmet runOnRequirements,
+// skipReason), a test skips, naming the capability, when it needs what the
+// project does not have: a topology the runner cannot provide (a sharded
+// cluster), several mongoses behind the load balancer (a client with
+// useMultipleMongoses: true that the test uses, in a load-balanced
+// deployment), a URI option the client does not apply that a driver may
+// leave out or that stands for a missing feature (waitQueueSize,
+// waitQueueMultiple, a write or read concern), an entity of a missing
+// feature (explicit sessions, GridFS, client-side encryption), a command
+// the test server does not have (runCommand that fails with
+// CommandNotFound), or an awaited heartbeat from a server that reports no
+// topologyVersion. What the runner cannot do within a client entity fails
+// the test even when something else in it would make it skip.
 //
 // A client entity behaves as a driver's client would where the tests can see
-// it: commands run with an implicit session when the server supports sessions,
-// and close ends those sessions (endSessions) before closing the pool. It does
-// not retry: a read that fails with a retryable error while retryReads is on,
-// or a write while retryWrites is on outside a single server's topology (a
-// driver retries writes only on replica sets and sharded clusters), fails the
-// test, since a driver would have retried it.
+// it: commands run with an implicit session when the server supports sessions
+// (but the retryable writes, to which the Client gives sessions of its own),
+// and close ends those sessions (endSessions) before closing the Client.
 package unified

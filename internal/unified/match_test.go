@@ -173,50 +173,67 @@ func TestSchemaVersion(t *testing.T) {
 	}
 }
 
-func TestClientURI(t *testing.T) {
-	const base = "mongodb://u:p@127.0.0.1:1/"
+func TestClientOptions(t *testing.T) {
 	opts := func(s string) bson.Raw { return ej(t, s).Document() }
-	var c client
-	uri, skips, err := c.clientURI(base, opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000, "authMechanismProperties": {"A": "b:c"}}`))
+	q, retryWrites, skips, err := clientOptions(opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000,
+		"authMechanismProperties": {"A": "b:c"}, "readPreferenceTags": ["dc:ny,rack:1", ""]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := base + "?retryReads=false&appname=my%20app&heartbeatFrequencyMS=10000&authMechanismProperties=A:b%3Ac"
-	if uri != want || c.retryReads || !c.retryWrites || skips != nil {
-		t.Fatalf("clientURI = %q, %v, retryReads %v, retryWrites %v; want %q, no skip, false, true", uri, skips, c.retryReads, c.retryWrites, want)
+	want := "retryReads=false&appname=my%20app&heartbeatFrequencyMS=10000&authMechanismProperties=A:b%3Ac&readPreferenceTags=dc:ny,rack:1&readPreferenceTags=:"
+	if got := strings.Join(q, "&"); got != want || !retryWrites || skips != nil {
+		t.Fatalf("clientOptions = %q, retryWrites %v, %v; want %q, true, no skip", got, retryWrites, skips, want)
 	}
-	if _, _, _ = c.clientURI(base, nil); !c.retryReads || !c.retryWrites {
-		t.Fatal("retryReads and retryWrites are on by default")
+	if _, retryWrites, _, _ := clientOptions(nil); !retryWrites {
+		t.Fatal("retryWrites is on by default")
 	}
-	if _, _, _ = c.clientURI(base, opts(`{"retryWrites": false}`)); !c.retryReads || c.retryWrites {
+	if _, retryWrites, _, _ := clientOptions(opts(`{"retryWrites": false}`)); retryWrites {
 		t.Fatal("retryWrites=false is not applied")
 	}
-	uri, skips, err = c.clientURI(base, opts(`{"waitQueueSize": 10, "maxPoolSize": 1, "WAITQUEUEMULTIPLE": 2}`))
-	if err != nil || uri != base+"?maxPoolSize=1" || len(skips) != 2 ||
-		!strings.Contains(skips[0], "uriOptions.waitQueueSize") || !strings.Contains(skips[1], "uriOptions.WAITQUEUEMULTIPLE") {
-		t.Fatalf("clientURI with options to skip = %q, %q, %v", uri, skips, err)
+	q, _, skips, err = clientOptions(opts(`{"waitQueueSize": 10, "maxPoolSize": 1, "WAITQUEUEMULTIPLE": 2, "w": "majority"}`))
+	if err != nil || strings.Join(q, "&") != "maxPoolSize=1" || len(skips) != 3 ||
+		!strings.Contains(skips[0], "uriOptions.waitQueueSize") || !strings.Contains(skips[1], "uriOptions.WAITQUEUEMULTIPLE") ||
+		!strings.Contains(skips[2], "write concern") {
+		t.Fatalf("clientOptions with options to skip = %q, %q, %v", q, skips, err)
 	}
-	// serverMonitoringMode: "poll" and "auto" are what the clients do;
-	// "stream" is not yet, and skips.
-	uri, skips, err = c.clientURI(base, opts(`{"serverMonitoringMode": "poll"}`))
-	if err != nil || uri != base+"?serverMonitoringMode=poll" || skips != nil {
-		t.Fatalf("serverMonitoringMode=poll: %q, %q, %v", uri, skips, err)
-	}
-	uri, skips, err = c.clientURI(base, opts(`{"serverMonitoringMode": "stream", "serverSelectionTimeoutMS": 10}`))
-	if err != nil || uri != base || len(skips) != 2 || !strings.Contains(skips[0], "does not stream") || !strings.Contains(skips[1], "server selection") {
-		t.Fatalf("serverMonitoringMode=stream: %q, %q, %v", uri, skips, err)
+	q, _, skips, err = clientOptions(opts(`{"serverMonitoringMode": "stream", "serverSelectionTimeoutMS": 10, "directConnection": true, "replicaSet": "rs"}`))
+	if err != nil || strings.Join(q, "&") != "serverMonitoringMode=stream&serverSelectionTimeoutMS=10&directConnection=true&replicaSet=rs" || skips != nil {
+		t.Fatalf("the options of the topology: %q, %q, %v", q, skips, err)
 	}
 	for in, msg := range map[string]string{
-		`{"readPreference": "secondary"}`:                "do not apply",
-		`{"appname": {"$$placeholder": 1}}`:              "no value to put in its place",
-		`{"retryReads": "maybe"}`:                        "not a boolean",
-		`{"retryWrites": "maybe"}`:                       "not a boolean",
-		`{"maxPoolSize": [1]}`:                           "not a value",
-		`{"authMechanismProperties": {"A": {"b": 1}}}`:   "not a value",
-		`{"waitQueueSize": 1, "directConnection": true}`: "directConnection",
+		`{"tlsDisableOCSPEndpointCheck": true}`:        "do not apply",
+		`{"appname": {"$$placeholder": 1}}`:            "no value to put in its place",
+		`{"retryReads": "maybe"}`:                      "not a boolean",
+		`{"retryWrites": "maybe"}`:                     "not a boolean",
+		`{"maxPoolSize": [1]}`:                         "not a value",
+		`{"authMechanismProperties": {"A": {"b": 1}}}`: "not a value",
+		`{"readPreferenceTags": [1]}`:                  "want a string",
 	} {
-		if _, _, err := c.clientURI(base, opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
-			t.Errorf("clientURI(%s): %v, want an error with %q", in, err, msg)
+		if _, _, _, err := clientOptions(opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("clientOptions(%s): %v, want an error with %q", in, err, msg)
 		}
+	}
+}
+
+// The deployment's URI has the runner's credentials, its hosts and
+// options; a client's options replace the deployment's of the same name,
+// and directConnection keeps the first host, without replicaSet.
+func TestDeploymentURI(t *testing.T) {
+	d := &deployment{hosts: []string{"127.0.0.1:1", "127.0.0.1:2"}, options: []string{"replicaSet=rs", "loadBalanced=true"}}
+	creds := "mongodb://" + escape(runnerUser) + ":" + escape(runnerPassword) + "@"
+	for _, c := range []struct {
+		opts []string
+		want string
+	}{
+		{nil, creds + "127.0.0.1:1,127.0.0.1:2/?replicaSet=rs&loadBalanced=true"},
+		{[]string{"appname=x", "LOADBALANCED=false"}, creds + "127.0.0.1:1,127.0.0.1:2/?replicaSet=rs&appname=x&LOADBALANCED=false"},
+		{[]string{"directConnection=true"}, creds + "127.0.0.1:1/?loadBalanced=true&directConnection=true"},
+	} {
+		if got := d.uri(c.opts); got != c.want {
+			t.Errorf("uri(%q) = %q, want %q", c.opts, got, c.want)
+		}
+	}
+	if got := (&deployment{hosts: []string{"h:1"}}).uri(nil); got != creds+"h:1/" {
+		t.Errorf("uri without options = %q", got)
 	}
 }

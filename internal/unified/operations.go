@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -18,6 +20,9 @@ type result struct {
 	// iterable says that value is an array of root-level documents: the
 	// documents of a cursor, such as find's.
 	iterable bool
+	// entity is what saveResultAsEntity saves: a cursor; nil for an
+	// operation whose result is a value.
+	entity any
 }
 
 // runnerError is a problem that fails the test whatever the operation
@@ -28,11 +33,42 @@ type runnerError struct{ err error }
 func (e *runnerError) Error() string { return e.err.Error() }
 func (e *runnerError) Unwrap() error { return e.err }
 
+// usableClient returns the client entity id, or why the test cannot use it.
+func (r *testRun) usableClient(where, id string) (*client, error) {
+	c, err := entity[*client](r, where, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.needsMultiple != "" {
+		return nil, &skipError{c.needsMultiple}
+	}
+	return c, nil
+}
+
+// clientOf returns the client entity an entity belongs to, nil for one that
+// belongs to none.
+func clientOf(ent any) *client {
+	switch e := ent.(type) {
+	case *client:
+		return e
+	case *database:
+		return e.client
+	case *collection:
+		return e.db.client
+	case *cursor:
+		return e.c
+	}
+	return nil
+}
+
 // entityOperation runs an operation on an entity.
 func (r *testRun) entityOperation(where, name, object string, args bson.Raw) (result, error) {
 	ent, ok := r.entities.get(object)
 	if !ok {
 		return result{}, &runnerError{fmt.Errorf("%s: no entity named %q", where, object)}
+	}
+	if c := clientOf(ent); c != nil && c.needsMultiple != "" {
+		return result{}, &skipError{c.needsMultiple}
 	}
 	switch e := ent.(type) {
 	case *client:
@@ -56,12 +92,31 @@ func (r *testRun) entityOperation(where, name, object string, args bson.Raw) (re
 			return r.insertOne(where, e, args)
 		case "insertMany":
 			return r.insertMany(where, e, args)
+		case "bulkWrite":
+			return r.bulkWrite(where, e, args)
 		case "find":
 			return r.find(where, e, args)
+		case "createFindCursor":
+			return r.createFindCursor(where, e, args)
 		case "aggregate":
 			return r.aggregate(where, e, args)
 		case "countDocuments":
 			return r.countDocuments(where, e, args)
+		}
+	case *cursor:
+		if args != nil {
+			return result{}, &runnerError{fmt.Errorf("%s: %s takes no arguments", where, name)}
+		}
+		switch name {
+		case "iterateUntilDocumentOrError", "iterateOnce":
+			doc, err := e.next(r.ctx, name == "iterateOnce")
+			if err != nil || doc == nil {
+				return result{}, err
+			}
+			return result{value: docValue(doc)}, nil
+		case "close":
+			e.close(r.ctx)
+			return result{}, nil
 		}
 	}
 	return result{}, &runnerError{fmt.Errorf("%s: unknown operation %q for a %s", where, name, kindName(ent))}
@@ -78,26 +133,8 @@ func arguments(where string, args bson.Raw, known []string, unsupported ...strin
 
 var emptyDoc = bson.Raw{5, 0, 0, 0, 0}
 
-// readRetried fails an operation that a driver would retry as a read: the
-// runner's clients do not retry.
-func readRetried(where string, c *client, err error) error {
-	if err != nil && c.retryReads && retryableRead(err) {
-		return &runnerError{fmt.Errorf("%s: failed with a retryable error and retryReads is on: a driver would retry it, and the runner's client does not retry: %w", where, err)}
-	}
-	return err
-}
-
-// writeRetried fails an operation that a driver would retry as a write. A
-// driver retries writes on replica sets and sharded clusters only, not on a
-// single server.
-func writeRetried(where string, c *client, err error) error {
-	if err != nil && c.retryWrites && c.topology != "single" && retryableWrite(err) {
-		return &runnerError{fmt.Errorf("%s: failed with a retryable error and retryWrites is on: a driver would retry it, and the runner's client does not retry: %w", where, err)}
-	}
-	return err
-}
-
-// listDatabases runs the client operation and returns the databases.
+// listDatabases runs the client operation, a retryable read, and returns
+// the databases.
 func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (result, error) {
 	a := arguments(where, args, []string{"filter", "nameOnly", "authorizedDatabases", "comment"}, "session")
 	if a.err != nil {
@@ -108,9 +145,9 @@ func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (result,
 	for _, e := range elems {
 		cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
 	}
-	reply, err := c.command(r.ctx, "admin", cmd)
+	reply, err := c.run(r.ctx, opRead, "admin", cmd)
 	if err != nil {
-		return result{}, readRetried(where, c, err)
+		return result{}, err
 	}
 	dbs, err := reply.LookupErr("databases")
 	if err != nil || dbs.Type != bson.TypeArray {
@@ -119,8 +156,14 @@ func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (result,
 	return result{value: dbs, iterable: true}, nil
 }
 
+// codeCommandNotFound is the server's error code for a command it does not
+// have.
+const codeCommandNotFound = 59
+
 // runCommand runs the database operation: the command as it is, on the
-// client's one server. A driver does not retry it.
+// server its read preference selects (the primary by default). A driver does
+// not retry it. A command the test server does not have skips the test,
+// naming it.
 func (r *testRun) runCommand(where string, db *database, args bson.Raw) (result, error) {
 	a := arguments(where, args, []string{"command", "commandName", "readPreference"}, "session")
 	cmd := a.document("command", true)
@@ -136,24 +179,70 @@ func (r *testRun) runCommand(where string, db *database, args bson.Raw) (result,
 	if first := elems[0].Key(); first != name {
 		return result{}, &runnerError{fmt.Errorf("%s: commandName %q is not the command's name %q", where, name, first)}
 	}
+	var opts []mongopool.CommandOption
 	if rp != nil {
-		o := readObject(where+" readPreference", docValue(rp), []string{"mode"}, "tagSets", "maxStalenessSeconds", "hedge")
-		if mode := o.str("mode", true); o.err == nil && mode != "primary" {
-			o.fail("mode %q: the runner's clients send every command to their one server as to a primary", mode)
+		pref, err := readPreference(where+" readPreference", rp)
+		if err != nil {
+			return result{}, &runnerError{err}
 		}
-		if o.err != nil {
-			return result{}, &runnerError{o.err}
-		}
+		opts = append(opts, mongopool.WithReadPreference(pref))
 	}
 	var d bson.D
 	if err := bson.Unmarshal(cmd, &d); err != nil {
 		return result{}, &runnerError{fmt.Errorf("%s: %w", where, err)}
 	}
-	reply, err := db.client.command(r.ctx, db.name, d)
+	reply, err := db.client.run(r.ctx, opCommand, db.name, d, opts...)
+	var ce *wire.CommandError
+	if errors.As(err, &ce) && ce.Code == codeCommandNotFound {
+		return result{}, &skipError{fmt.Sprintf("the test server does not implement the command %s (%s)", name, ce.Message)}
+	}
 	if err != nil {
 		return result{}, err
 	}
 	return result{value: docValue(reply)}, nil
+}
+
+// readPreference reads a readPreference document: mode, tagSets and
+// maxStalenessSeconds.
+func readPreference(where string, doc bson.Raw) (topology.ReadPref, error) {
+	o := readObject(where, docValue(doc), []string{"mode", "tagSets", "maxStalenessSeconds"}, "hedge")
+	mode := o.str("mode", true)
+	sets := o.array("tagSets", false)
+	stale, hasStale := o.integer("maxStalenessSeconds", false)
+	if o.err != nil {
+		return topology.ReadPref{}, o.err
+	}
+	var rp topology.ReadPref
+	var err error
+	if rp.Mode, err = topology.ParseReadPrefMode(mode); err != nil {
+		return rp, fmt.Errorf("%s: %w", where, err)
+	}
+	for i, s := range sets {
+		d, ok := s.DocumentOK()
+		if !ok {
+			return rp, fmt.Errorf("%s: tagSets[%d]: want a document, got %s", where, i, show(s))
+		}
+		elems, err := d.Elements()
+		if err != nil {
+			return rp, fmt.Errorf("%s: tagSets[%d]: %w", where, i, err)
+		}
+		set := topology.TagSet{}
+		for _, e := range elems {
+			v, ok := e.Value().StringValueOK()
+			if !ok {
+				return rp, fmt.Errorf("%s: tagSets[%d].%s: want a string, got %s", where, i, e.Key(), show(e.Value()))
+			}
+			set = append(set, topology.Tag{Name: e.Key(), Value: v})
+		}
+		rp.TagSets = append(rp.TagSets, set)
+	}
+	if hasStale && stale >= 0 {
+		rp.MaxStaleness, rp.HasMaxStaleness = time.Duration(stale)*time.Second, true
+	}
+	if err := rp.Validate(); err != nil {
+		return rp, fmt.Errorf("%s: %w", where, err)
+	}
+	return rp, nil
 }
 
 // insertOne inserts a document, with an _id made by the client if it has
@@ -168,7 +257,7 @@ func (r *testRun) insertOne(where string, coll *collection, args bson.Raw) (resu
 	if err != nil {
 		return result{}, &runnerError{fmt.Errorf("%s: document: %w", where, err)}
 	}
-	if err := r.insert(where, coll, []bson.Raw{doc}, true); err != nil {
+	if err := r.insert(coll, []bson.Raw{doc}, true); err != nil {
 		return result{}, err
 	}
 	out, err := bson.Marshal(bson.D{{Key: "insertedId", Value: id}})
@@ -189,21 +278,11 @@ func (r *testRun) insertMany(where string, coll *collection, args bson.Raw) (res
 	if !set {
 		ordered = true
 	}
-	docs := make([]bson.Raw, len(vals))
-	ids := bson.D{}
-	for i, v := range vals {
-		d, ok := v.DocumentOK()
-		if !ok {
-			return result{}, &runnerError{fmt.Errorf("%s: documents[%d]: want a document, got %s", where, i, show(v))}
-		}
-		var id bson.RawValue
-		var err error
-		if docs[i], id, err = withID(d); err != nil {
-			return result{}, &runnerError{fmt.Errorf("%s: documents[%d]: %w", where, i, err)}
-		}
-		ids = append(ids, bson.E{Key: strconv.Itoa(i), Value: id})
+	docs, ids, err := documentsWithIDs(where, "documents", vals)
+	if err != nil {
+		return result{}, err
 	}
-	if err := r.insert(where, coll, docs, ordered); err != nil {
+	if err := r.insert(coll, docs, ordered); err != nil {
 		return result{}, err
 	}
 	out, err := bson.Marshal(bson.D{{Key: "insertedIds", Value: ids}})
@@ -213,19 +292,85 @@ func (r *testRun) insertMany(where string, coll *collection, args bson.Raw) (res
 	return result{value: docValue(out)}, nil
 }
 
-// insert runs an insert command and turns its write errors into an error.
-func (r *testRun) insert(where string, coll *collection, docs []bson.Raw, ordered bool) error {
+// documentsWithIDs returns the documents of vals with an _id each (see
+// withID), and their _ids by index.
+func documentsWithIDs(where, field string, vals []bson.RawValue) ([]bson.Raw, bson.D, error) {
+	docs := make([]bson.Raw, len(vals))
+	ids := bson.D{}
+	for i, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, nil, &runnerError{fmt.Errorf("%s: %s[%d]: want a document, got %s", where, field, i, show(v))}
+		}
+		var id bson.RawValue
+		var err error
+		if docs[i], id, err = withID(d); err != nil {
+			return nil, nil, &runnerError{fmt.Errorf("%s: %s[%d]: %w", where, field, i, err)}
+		}
+		ids = append(ids, bson.E{Key: strconv.Itoa(i), Value: id})
+	}
+	return docs, ids, nil
+}
+
+// bulkWrite runs a bulk write of insertOne requests (the only model the
+// runner has): one insert command, ordered unless the arguments say not,
+// and returns the BulkWriteResult's insertedCount and insertedIds.
+func (r *testRun) bulkWrite(where string, coll *collection, args bson.Raw) (result, error) {
+	a := arguments(where, args, []string{"requests", "ordered"}, "session", "bypassDocumentValidation", "comment", "let")
+	reqs := a.array("requests", true)
+	ordered, set := a.boolean("ordered")
+	if a.err == nil && len(reqs) == 0 {
+		a.fail("requests is empty")
+	}
+	if a.err != nil {
+		return result{}, &runnerError{a.err}
+	}
+	if !set {
+		ordered = true
+	}
+	vals := make([]bson.RawValue, len(reqs))
+	for i, req := range reqs {
+		w := fmt.Sprintf("%s requests[%d]", where, i)
+		o := readObject(w, req, []string{"insertOne"}, "insertMany", "updateOne", "updateMany", "replaceOne", "deleteOne", "deleteMany")
+		model := o.document("insertOne", true)
+		if o.err != nil {
+			return result{}, &runnerError{o.err}
+		}
+		m := readObject(w+".insertOne", docValue(model), []string{"document"})
+		doc := m.document("document", true)
+		if m.err != nil {
+			return result{}, &runnerError{m.err}
+		}
+		vals[i] = docValue(doc)
+	}
+	docs, ids, err := documentsWithIDs(where, "requests", vals)
+	if err != nil {
+		return result{}, err
+	}
+	if err := r.insert(coll, docs, ordered); err != nil {
+		return result{}, err
+	}
+	out, err := bson.Marshal(bson.D{{Key: "insertedCount", Value: int64(len(docs))}, {Key: "insertedIds", Value: ids}})
+	if err != nil {
+		return result{}, err
+	}
+	return result{value: docValue(out)}, nil
+}
+
+// insert runs an insert command, a retryable write, and turns its write
+// errors into an error.
+func (r *testRun) insert(coll *collection, docs []bson.Raw, ordered bool) error {
 	c := coll.db.client
 	list := make(bson.A, len(docs))
 	for i, d := range docs {
 		list[i] = d
 	}
-	reply, err := c.command(r.ctx, coll.db.name, bson.D{
+	reply, err := c.run(r.ctx, opWrite, coll.db.name, bson.D{
 		{Key: "insert", Value: coll.name}, {Key: "documents", Value: list}, {Key: "ordered", Value: ordered}})
 	if err == nil {
 		err = writeErrorOf(reply)
 	}
-	return writeRetried(where, c, err)
+	return err
 }
 
 // withID returns doc with an _id first, a new ObjectID if it had none, as a
@@ -250,8 +395,8 @@ func withID(doc bson.Raw) (bson.Raw, bson.RawValue, error) {
 }
 
 // writeErrorOf returns the error a driver raises for a write's reply that
-// has write errors or a write concern error (with ok: 1): the server's
-// error, from the first write error or the write concern error.
+// has write errors (the Client returns a write concern error itself): the
+// server's error, from the first write error.
 func writeErrorOf(reply bson.Raw) error {
 	var labels []string
 	if a, ok := reply.Lookup("errorLabels").ArrayOK(); ok {
@@ -284,22 +429,22 @@ func writeErrorOf(reply bson.Raw) error {
 	return nil
 }
 
-// find runs a find and iterates its cursor to the end, with getMore.
-func (r *testRun) find(where string, coll *collection, args bson.Raw) (result, error) {
+// findCommand reads find's arguments (those of createFindCursor too) and
+// returns the find command, with its batchSize and limit.
+func findCommand(where string, coll *collection, args bson.Raw) (cmd bson.D, batchSize, limit int64, err error) {
 	a := arguments(where, args, []string{"filter", "sort", "skip", "limit", "batchSize"}, "session")
 	filter := a.document("filter", true)
 	sortDoc := a.document("sort", false)
 	skip, _ := a.integer("skip", false)
-	limit, _ := a.integer("limit", false)
+	limit, _ = a.integer("limit", false)
 	batchSize, hasBatch := a.integer("batchSize", false)
 	if a.err == nil && (skip < 0 || batchSize < 0) {
 		a.fail("skip and batchSize cannot be negative")
 	}
 	if a.err != nil {
-		return result{}, &runnerError{a.err}
+		return nil, 0, 0, &runnerError{a.err}
 	}
-	c := coll.db.client
-	cmd := bson.D{{Key: "find", Value: coll.name}, {Key: "filter", Value: filter}}
+	cmd = bson.D{{Key: "find", Value: coll.name}, {Key: "filter", Value: filter}}
 	if sortDoc != nil {
 		cmd = append(cmd, bson.E{Key: "sort", Value: sortDoc})
 	}
@@ -312,18 +457,29 @@ func (r *testRun) find(where string, coll *collection, args bson.Raw) (result, e
 	if hasBatch {
 		cmd = append(cmd, bson.E{Key: "batchSize", Value: batchSize})
 	}
-	reply, err := c.command(r.ctx, coll.db.name, cmd)
+	return cmd, batchSize, limit, nil
+}
+
+// find runs a find, a retryable read, and iterates its cursor to the end,
+// with getMore.
+func (r *testRun) find(where string, coll *collection, args bson.Raw) (result, error) {
+	cmd, batchSize, limit, err := findCommand(where, coll, args)
 	if err != nil {
-		return result{}, readRetried(where, c, err)
+		return result{}, err
+	}
+	c := coll.db.client
+	reply, err := c.run(r.ctx, opRead, coll.db.name, cmd, coll.readOptions()...)
+	if err != nil {
+		return result{}, err
 	}
 	return iterate(reply, coll.name, batchSize, limit, func(cmd bson.D) (bson.Raw, error) {
-		return c.command(r.ctx, coll.db.name, cmd)
+		return c.run(r.ctx, opCommand, coll.db.name, cmd, coll.readOptions()...)
 	})
 }
 
 // aggregate runs an aggregation on a collection and iterates its cursor to
-// the end. A pipeline that ends with $out or $merge writes: a driver does
-// not retry it as a read.
+// the end. A pipeline that ends with $out or $merge writes: it is not a
+// retryable read.
 func (r *testRun) aggregate(where string, coll *collection, args bson.Raw) (result, error) {
 	a := arguments(where, args, []string{"pipeline", "batchSize"}, "session")
 	pipeline := a.array("pipeline", true)
@@ -352,16 +508,17 @@ func (r *testRun) aggregate(where string, coll *collection, args bson.Raw) (resu
 		cursor = append(cursor, bson.E{Key: "batchSize", Value: batchSize})
 	}
 	c := coll.db.client
-	reply, err := c.command(r.ctx, coll.db.name, bson.D{
-		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: stages}, {Key: "cursor", Value: cursor}})
+	kind, opts := opRead, coll.readOptions()
+	if write {
+		kind, opts = opCommand, nil // on the primary
+	}
+	reply, err := c.run(r.ctx, kind, coll.db.name, bson.D{
+		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: stages}, {Key: "cursor", Value: cursor}}, opts...)
 	if err != nil {
-		if write {
-			return result{}, err
-		}
-		return result{}, readRetried(where, c, err)
+		return result{}, err
 	}
 	return iterate(reply, coll.name, batchSize, 0, func(cmd bson.D) (bson.Raw, error) {
-		return c.command(r.ctx, coll.db.name, cmd)
+		return c.run(r.ctx, opCommand, coll.db.name, cmd, opts...)
 	})
 }
 
@@ -388,10 +545,10 @@ func (r *testRun) countDocuments(where string, coll *collection, args bson.Raw) 
 	}
 	pipeline = append(pipeline, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}})
 	c := coll.db.client
-	reply, err := c.command(r.ctx, coll.db.name, bson.D{
-		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}})
+	reply, err := c.run(r.ctx, opRead, coll.db.name, bson.D{
+		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}}, coll.readOptions()...)
 	if err != nil {
-		return result{}, readRetried(where, c, err)
+		return result{}, err
 	}
 	docs := bson.A{}
 	id, err := cursorBatch(reply, "firstBatch", &docs)
@@ -466,13 +623,6 @@ func cursorBatch(reply bson.Raw, field string, docs *bson.A) (int64, error) {
 		*docs = append(*docs, d)
 	}
 	return id, nil
-}
-
-// retryableWrite reports whether a driver with retryWrites on would retry a
-// write that failed with err: a network error, or an error labelled
-// RetryableWriteError or RetryableError (such as a PoolClearedError).
-func retryableWrite(err error) bool {
-	return pool.HasErrorLabel(err, "RetryableWriteError") || pool.HasErrorLabel(err, pool.LabelRetryable) || isNetworkError(err)
 }
 
 // loadInitialData sets up the collections of initialData through the

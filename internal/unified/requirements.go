@@ -61,6 +61,9 @@ type Server struct {
 	AuthMechanisms []string
 	// Serverless is true for an Atlas Serverless deployment.
 	Serverless bool
+	// Streams is true when the server reports a topologyVersion, as
+	// mongod does from 4.4 on: only then may a client's monitor stream.
+	Streams bool
 	// GetParameter asks the server for a parameter's value; an error means
 	// the server does not support it.
 	GetParameter func(ctx context.Context, name string) (bson.RawValue, error)

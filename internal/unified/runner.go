@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
@@ -162,14 +164,13 @@ type testRun struct {
 	where       string
 	ctx         context.Context
 	cancel      context.CancelFunc // ends ctx, and the operations of threads
-	srv         *mongotest.Server
-	base        string // the server's URI with the runner's credentials
-	internal    *mongopool.Pool
+	dep         *deployment
+	internal    *mongopool.Client
 	server      Server
 	sessions    bool
 	entities    *entityMap
 	waitTimeout time.Duration // of waitForEvent and waitForThread
-	failPoints  []string
+	failPoints  []setFailPoint
 }
 
 func (r *testRun) run(f *file, tv bson.RawValue) error {
@@ -203,7 +204,7 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 	if skip != "" {
 		return &skipError{"skipReason: " + skip}
 	}
-	eventChecks, eventSkip, err := parseExpectEvents(r.where+" expectEvents", expectEvents)
+	eventChecks, err := parseExpectEvents(r.where+" expectEvents", expectEvents)
 	if err != nil {
 		return err
 	}
@@ -211,26 +212,16 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	r.t.Cleanup(cancel)
 	r.ctx, r.cancel = ctx, cancel
-	if err := r.start(); err != nil {
+	r.t.Cleanup(r.stop)
+	if err := r.startFor(f.reqs, reqs); err != nil {
 		return err
 	}
-	for _, rq := range []struct {
-		where string
-		reqs  []bson.RawValue
-	}{{"file runOnRequirements", f.reqs}, {r.where + " runOnRequirements", reqs}} {
-		if rq.reqs == nil {
-			continue
+	for _, c := range eventChecks {
+		for _, e := range c.events {
+			if err := r.canObserve(e); err != nil {
+				return err
+			}
 		}
-		met, why, err := r.server.Satisfied(ctx, rq.where, rq.reqs)
-		if err != nil {
-			return err
-		}
-		if !met {
-			return &skipError{fmt.Sprintf("%s not met: %s", rq.where, why)}
-		}
-	}
-	if eventSkip != "" {
-		return &skipError{eventSkip}
 	}
 	if err := r.loadInitialData(f.initialData); err != nil {
 		return err
@@ -293,6 +284,17 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 	return errors.Join(errs...)
 }
 
+// canObserve returns why the deployment cannot give the event e, if it
+// cannot: an awaited heartbeat needs a server that reports a
+// topologyVersion.
+func (r *testRun) canObserve(e *expectedEvent) error {
+	if e.awaited != nil && *e.awaited && !r.server.Streams {
+		return &skipError{fmt.Sprintf("%s with awaited: true: the test server reports no topologyVersion as a %s deployment (mongod does from 4.4 on), so no client streams its heartbeats",
+			e.name, r.server.Topology)}
+	}
+	return nil
+}
+
 // stopThreads ends the threads at the end of a test: their operations are
 // canceled, and they are given the format's waitTimeout to return (not the
 // run's, which a test may have shortened).
@@ -309,39 +311,174 @@ func (r *testRun) stopThreads() {
 	}
 }
 
-// start starts the test's server, with the runner's user, and learns what
-// runOnRequirements needs through an internal client.
-func (r *testRun) start() error {
-	srv, err := mongotest.Start()
+// startFor starts the test's deployment: of the first topology that both
+// the file's and the test's runOnRequirements accept (in the order they name
+// them) and that the runner can provide, whose server meets the rest of
+// the requirements. A test no such deployment can run is skipped, with the
+// requirements it failed, or the topologies it asks for and the runner
+// cannot provide.
+func (r *testRun) startFor(fileReqs, testReqs []bson.RawValue) error {
+	lists := []struct {
+		where string
+		reqs  []bson.RawValue
+	}{{"file runOnRequirements", fileReqs}, {r.where + " runOnRequirements", testReqs}}
+	var unmet, unprovidable []string
+	for _, t := range candidateTopologies(fileReqs, testReqs) {
+		if !slices.Contains(providedTopologies, t) {
+			unprovidable = append(unprovidable, unprovided(t))
+			continue
+		}
+		if err := r.start(t); err != nil {
+			return err
+		}
+		met := true
+		for _, l := range lists {
+			if l.reqs == nil {
+				continue
+			}
+			ok, why, err := r.server.Satisfied(r.ctx, l.where, l.reqs)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				met = false
+				unmet = append(unmet, fmt.Sprintf("on a %s deployment, %s not met: %s", t, l.where, why))
+				break
+			}
+		}
+		if met {
+			return nil
+		}
+		r.stop()
+	}
+	if len(unmet) == 0 {
+		// No deployment was started: the requirements are still read,
+		// so that a malformed one fails the test rather than skip it.
+		none := Server{GetParameter: func(context.Context, string) (bson.RawValue, error) {
+			return bson.RawValue{}, errors.New("no deployment")
+		}}
+		for _, l := range lists {
+			if l.reqs == nil {
+				continue
+			}
+			if _, _, err := none.Satisfied(r.ctx, l.where, l.reqs); err != nil {
+				return err
+			}
+		}
+	}
+	why := unmet
+	if len(unprovidable) > 0 {
+		why = append(why, "the runner cannot provide "+strings.Join(unprovidable, "; nor "))
+	}
+	return &skipError{strings.Join(why, "; ")}
+}
+
+// candidateTopologies returns the topologies that every requirement list
+// accepts (a nil list, or a requirement without topologies, accepts any),
+// in the order the lists name them, then in the runner's order.
+func candidateTopologies(lists ...[]bson.RawValue) []string {
+	var order []string
+	add := func(t string) {
+		if !slices.Contains(order, t) {
+			order = append(order, t)
+		}
+	}
+	for _, l := range lists {
+		for _, req := range l {
+			doc, _ := req.DocumentOK() // Satisfied reports one that is not
+			ts, _ := doc.Lookup("topologies").ArrayOK()
+			vals, _ := ts.Values()
+			for _, v := range vals {
+				if s, ok := v.StringValueOK(); ok {
+					add(s)
+				}
+			}
+		}
+	}
+	for _, t := range providedTopologies {
+		add(t)
+	}
+	var out []string
+	for _, t := range order {
+		if slices.Contains(topologies, t) && acceptedByAll(t, lists) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// acceptedByAll reports whether every list has a requirement that accepts
+// the topology t, whatever its other conditions.
+func acceptedByAll(t string, lists [][]bson.RawValue) bool {
+	for _, l := range lists {
+		if l == nil {
+			continue
+		}
+		ok := false
+		for _, req := range l {
+			doc, isDoc := req.DocumentOK()
+			if !isDoc {
+				return true // Satisfied reports the malformed requirement
+			}
+			ts, err := doc.LookupErr("topologies")
+			if err != nil {
+				ok = true
+				break
+			}
+			arr, _ := ts.ArrayOK()
+			vals, _ := arr.Values()
+			for _, v := range vals {
+				if s, _ := v.StringValueOK(); s == t {
+					ok = true
+				}
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// start starts a deployment of topology t and learns what runOnRequirements
+// needs through an internal client.
+func (r *testRun) start(t string) error {
+	dep, err := startDeployment(t)
 	if err != nil {
 		return err
 	}
-	r.t.Cleanup(func() { srv.Close() })
-	if err := srv.AddUser("admin", runnerUser, runnerPassword); err != nil {
-		return err
-	}
-	r.srv = srv
-	r.base = fmt.Sprintf("mongodb://%s:%s@%s/", escape(runnerUser), escape(runnerPassword), srv.Addr())
-	internal, err := mongopool.Open(r.ctx, r.base)
+	r.dep = dep
+	internal, err := mongopool.Connect(r.ctx, dep.uri(nil))
 	if err != nil {
-		return fmt.Errorf("the internal client: %w", err)
+		r.stop()
+		return fmt.Errorf("the internal client of the %s deployment: %w", t, err)
 	}
-	r.t.Cleanup(func() { internal.Close() })
 	r.internal = internal
 
 	info, err := internal.RunCommand(r.ctx, "admin", bson.D{{Key: "buildInfo", Value: 1}})
 	if err != nil {
 		return fmt.Errorf("buildInfo: %w", err)
 	}
+	r.server = Server{}
 	if r.server.Version, err = versionArray(info); err != nil {
 		return fmt.Errorf("buildInfo: %w", err)
 	}
-	hello, err := internal.RunCommand(r.ctx, "admin", bson.D{{Key: "hello", Value: 1}})
+	helloCmd := bson.D{{Key: "hello", Value: 1}}
+	if t == "load-balanced" {
+		// A mongos behind a load balancer refuses a hello that does not
+		// say it comes through one.
+		helloCmd = append(helloCmd, bson.E{Key: "loadBalanced", Value: true})
+	}
+	hello, err := internal.RunCommand(r.ctx, "admin", helloCmd)
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)
 	}
-	r.server.Topology = topologyOf(hello)
+	if r.server.Topology = topologyOf(hello); r.server.Topology != t {
+		return fmt.Errorf("the %s deployment answers hello as a %s one: %s", t, r.server.Topology, hello)
+	}
 	_, r.sessions = hello.Lookup("logicalSessionTimeoutMinutes").AsInt64OK()
+	_, err = hello.LookupErr("topologyVersion")
+	r.server.Streams = err == nil
 	// As configured: the server has a user, and mongotest speaks these
 	// mechanisms (MONGODB-X509 only over TLS, which this server has not).
 	r.server.Auth = true
@@ -358,6 +495,19 @@ func (r *testRun) start() error {
 		return v, nil
 	}
 	return nil
+}
+
+// stop closes the deployment and the internal client; the test's cleanup
+// calls it too.
+func (r *testRun) stop() {
+	if r.internal != nil {
+		r.internal.Close()
+		r.internal = nil
+	}
+	if r.dep != nil {
+		r.dep.close()
+		r.dep = nil
+	}
 }
 
 // versionArray reads the first three elements of buildInfo's versionArray,
@@ -399,14 +549,14 @@ func topologyOf(hello bson.Raw) string {
 // operation runs one operation and checks its outcome.
 func (r *testRun) operation(where string, v bson.RawValue) error {
 	o := readObject(where, v,
-		[]string{"name", "object", "arguments", "expectError", "expectResult", "ignoreResultAndError"},
-		"saveResultAsEntity")
+		[]string{"name", "object", "arguments", "expectError", "expectResult", "ignoreResultAndError", "saveResultAsEntity"})
 	name := o.str("name", true)
 	object := o.str("object", true)
 	args := o.document("arguments", false)
 	expErr, wantErr := o.value("expectError", false)
 	expResult, wantResult := o.value("expectResult", false)
 	ignore, _ := o.boolean("ignoreResultAndError")
+	saveAs := o.str("saveResultAsEntity", false)
 	if o.err != nil {
 		return o.err
 	}
@@ -419,16 +569,30 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 	}
 
 	if object == "testRunner" {
-		if wantErr || wantResult || ignore {
-			return fmt.Errorf("%s: a special operation has no result or error to expect", where)
+		if wantErr || wantResult || ignore || saveAs != "" {
+			return fmt.Errorf("%s: a special operation has no result or error to expect or save", where)
 		}
 		return r.special(where, name, args)
 	}
 
 	res, err := r.entityOperation(where, name, object, args)
 	var fatal *runnerError
-	if errors.As(err, &fatal) {
+	var skip *skipError
+	if errors.As(err, &fatal) || errors.As(err, &skip) {
 		return err
+	}
+	if err == nil && saveAs != "" {
+		if res.entity == nil {
+			return fmt.Errorf("%s: saveResultAsEntity: the runner saves the cursors of createFindCursor, not the result of %s", where, name)
+		}
+		if err := r.entities.add(where, saveAs, res.entity); err != nil {
+			if cur, ok := res.entity.(*cursor); ok {
+				cur.close(r.ctx)
+			}
+			return err
+		}
+	} else if cur, ok := res.entity.(*cursor); ok {
+		cur.close(r.ctx) // nobody can use it
 	}
 	switch {
 	case ignore:
@@ -480,6 +644,12 @@ func (r *testRun) special(where, name string, args bson.Raw) error {
 		return r.waitForEvent(where, args)
 	case "assertEventCount":
 		return r.assertEventCount(where, args)
+	case "recordTopologyDescription":
+		return r.recordTopologyDescription(where, args)
+	case "assertTopologyType":
+		return r.assertTopologyType(where, args)
+	case "waitForPrimaryChange":
+		return r.waitForPrimaryChange(where, args)
 	case "wait":
 		a := arguments(where, args, []string{"ms"})
 		ms, _ := a.integer("ms", true)
@@ -506,7 +676,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// failPoint sets a fail point through a client entity and records it.
+// failPoint sets a fail point through a client entity, on the server the
+// client selects for a command (its primary), and records where it is.
+// The command goes over a connection that Client.Do lends: no command
+// monitoring event tells of it, as the format wants none for
+// configureFailPoint.
 func (r *testRun) failPoint(where string, args bson.Raw) error {
 	a := arguments(where, args, []string{"client", "failPoint"})
 	id := a.str("client", true)
@@ -514,7 +688,7 @@ func (r *testRun) failPoint(where string, args bson.Raw) error {
 	if a.err != nil {
 		return a.err
 	}
-	c, err := entity[*client](r, where, id)
+	c, err := r.usableClient(where, id)
 	if err != nil {
 		return err
 	}
@@ -526,27 +700,42 @@ func (r *testRun) failPoint(where string, args bson.Raw) error {
 	if err := bson.Unmarshal(fp, &cmd); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	if _, err := c.command(r.ctx, "admin", cmd); err != nil {
+	raw, err := bson.Marshal(append(cmd, bson.E{Key: "$db", Value: "admin"}))
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	err = c.cl.Do(r.ctx, func(conn *connection.Conn) error {
+		if _, err := conn.RoundTrip(r.ctx, raw); err != nil {
+			return err
+		}
+		r.failPoints = append(r.failPoints, setFailPoint{name: fpName, address: conn.Address()})
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("%s: setting the fail point %s: %w", where, show(docValue(fp)), err)
 	}
-	r.failPoints = append(r.failPoints, fpName)
 	return nil
 }
 
-// disableFailPoints turns off the fail points the test set, through the
-// internal client: on the same server, whatever became of the entity.
+// setFailPoint is a fail point a test set, and the server it is set on.
+type setFailPoint struct {
+	name, address string
+}
+
+// disableFailPoints turns off the fail points the test set, on the servers
+// they were set on, whatever became of the entities. The test server has
+// one fail point, failCommand; it accepts no other.
 func (r *testRun) disableFailPoints() error {
-	ctx := r.ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-	}
 	var errs []error
-	for _, name := range r.failPoints {
-		cmd := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
-		if _, err := r.internal.RunCommand(ctx, "admin", cmd); err != nil {
-			errs = append(errs, fmt.Errorf("disabling the fail point %s: %w", name, err))
+	for _, fp := range r.failPoints {
+		srv := r.dep.members[fp.address]
+		switch {
+		case srv == nil:
+			errs = append(errs, fmt.Errorf("disabling the fail point %s: no server of the deployment is at %s", fp.name, fp.address))
+		case fp.name != "failCommand":
+			errs = append(errs, fmt.Errorf("disabling the fail point %s: the test server has no such fail point", fp.name))
+		default:
+			srv.ClearFailPoints()
 		}
 	}
 	r.failPoints = nil
