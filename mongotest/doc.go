@@ -75,7 +75,10 @@
 //   - the awaitable hello (topologyVersion and maxAwaitTimeMS) waits for
 //     the next change of the member, or maxAwaitTimeMS; with the OP_MSG
 //     exhaustAllowed flag the member streams a reply (moreToCome) at each
-//     change, as drivers' streaming monitors expect;
+//     change, as drivers' streaming monitors expect; unlike mongod, setting
+//     a fail point on hello ends the wait at once (with an unchanged reply),
+//     so that it applies from the stream's next hello rather than after
+//     maxAwaitTimeMS;
 //   - a member that is not primary refuses writes (NotWritablePrimary,
 //     10107) and the reads that do not opt in with a $readPreference
 //     (NotPrimaryNoSecondaryOk, 13435), its errors carrying its

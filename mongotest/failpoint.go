@@ -214,6 +214,21 @@ type failPoints struct {
 	// fired, when not nil, is closed at the next firing, to wake the
 	// waiters of waitForFailPoint.
 	fired chan struct{}
+	// helloSet, when not nil, is closed when a fail point on hello (or
+	// isMaster) is set, to end the waits of awaitable hellos (see
+	// awaitChange).
+	helloSet chan struct{}
+}
+
+// helloChanged returns a channel closed when a fail point on hello or
+// isMaster is next set.
+func (f *failPoints) helloChanged() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.helloSet == nil {
+		f.helloSet = make(chan struct{})
+	}
+	return f.helloSet
 }
 
 // configure runs the configureFailPoint command cmd and returns the count
@@ -251,8 +266,23 @@ func (f *failPoints) set(fc *failCommand) int64 {
 	f.cur = fc
 	if fc != nil {
 		f.left = fc.n
+		if f.helloSet != nil && fc.appliesToHello() {
+			close(f.helloSet)
+			f.helloSet = nil
+		}
 	}
 	return f.entered
+}
+
+// appliesToHello reports whether fc fails hello or isMaster commands.
+func (fc *failCommand) appliesToHello() bool {
+	for _, c := range fc.commands {
+		switch strings.ToLower(c) {
+		case "hello", "ismaster":
+			return true
+		}
+	}
+	return false
 }
 
 // parseFailCommand parses the mode and data of a configureFailPoint

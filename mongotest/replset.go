@@ -783,11 +783,17 @@ func (s *Server) awaitChange(req *request, aw *await) error {
 	}
 	s.stats.awaiting(1)
 	defer s.stats.awaiting(-1)
+	// A fail point set on hello ends the wait early, so that it applies
+	// from the next hello of the stream at once: mongod would apply it
+	// only after maxAwaitTimeMS, which tests of heartbeat failures do not
+	// wait for. The reply is the same as at the end of the wait.
+	fpSet := s.failPoints.helloChanged()
 	w := req.conn.watchHangUp()
 	t := time.NewTimer(aw.max)
 	defer t.Stop()
 	select {
 	case <-changed:
+	case <-fpSet:
 	case <-t.C:
 	case <-w.gone:
 	case <-req.conn.life.done:

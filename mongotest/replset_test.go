@@ -842,3 +842,25 @@ func TestAwaitableHelloOverTLS(t *testing.T) {
 	_, reply = decodeReplyTo(t, r, pingID)
 	checkOK(t, reply)
 }
+
+// A fail point set on hello ends the wait of an awaitable hello, so that it
+// applies from the next hello at once; one on another command does not.
+func TestAwaitableHelloEndsWhenAHelloFailPointIsSet(t *testing.T) {
+	rs := startRS(t, 1)
+	m := rs.Members()[0]
+	r := dialRaw(t, m)
+	tv := *decodeHello(t, r.run(helloCmd())).TopologyVersion
+	id := r.sendMsg(&wire.Msg{Body: marshal(t, awaitableHello(tv, 600000))}, nil)
+	waitAwaiting(t, m, 1)
+	if err := m.SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, ErrorCode: 2}); err != nil {
+		t.Fatal(err)
+	}
+	r.expectSilence()
+	if err := m.SetFailPoint(mongotest.FailPoint{Commands: []string{"hello"}, AppName: "other", CloseConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	_, reply := decodeReplyTo(t, r, id)
+	if got := decodeHello(t, reply); got.TopologyVersion.Counter != tv.Counter {
+		t.Errorf("topologyVersion %+v, want the same as before", got.TopologyVersion)
+	}
+}
