@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mongopool/mongopool/pool"
 )
@@ -64,6 +65,13 @@ func BenchmarkCheckOutCheckIn(b *testing.B) {
 		h := slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})
 		run(b, readyPool(b, pool.WithLogger(slog.New(h))))
 	})
+	// The costs of the observability options, each on its own: timing
+	// every use, the leak detector without and with call sites, the
+	// flight recorder.
+	b.Run("serial/use-every", func(b *testing.B) { run(b, readyPool(b, pool.WithUseSampling(1))) })
+	b.Run("serial/leak-detector", func(b *testing.B) { run(b, readyPool(b, pool.WithLeakDetector(time.Hour, 0))) })
+	b.Run("serial/leak-detector-8-frames", func(b *testing.B) { run(b, readyPool(b, pool.WithLeakDetector(time.Hour, 8))) })
+	b.Run("serial/flight-recorder", func(b *testing.B) { run(b, readyPool(b, pool.WithFlightRecorder(256))) })
 }
 
 func BenchmarkParallel(b *testing.B) {

@@ -15,6 +15,12 @@ func (p *Pool) CheckIn(c *Conn) error {
 	if c == nil || c.pool != p {
 		return fmt.Errorf("%w: pool %s", ErrNotFromThisPool, p.address)
 	}
+	// The end of its use (and of the wait of the check-out it may go to):
+	// read before the lock when every use is timed.
+	var in mono
+	if p.timeAll {
+		in = p.clock()
+	}
 	p.lock()
 	if c.state != stateInUse {
 		p.mu.Unlock()
@@ -25,10 +31,17 @@ func (p *Pool) CheckIn(c *Conn) error {
 		// again; meanwhile a second check-in of it fails as above.
 		c.state = stateCheckingIn
 		p.mu.Unlock()
-		p.emit(ConnectionCheckedIn, c, zeroTime, "", nil)
+		p.emit(ConnectionCheckedIn, c, 0, "", nil)
 		p.mu.Lock()
 	}
 	p.counts.checkedIn++
+	if c.outAt != 0 {
+		if in == 0 {
+			in = p.clock()
+		}
+		p.counts.use.observe(time.Duration(in - c.outAt))
+		c.outAt = 0
+	}
 
 	if reason, err := p.checkInPerishedLocked(c); reason != "" {
 		var ob outbox
@@ -41,7 +54,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		// Straight to the oldest waiter: it stays in use.
 		p.inUse--
 		var ob outbox
-		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
+		p.deliverLocked(p.queue.popLive(), c, nil, &ob, in)
 		p.finishLocked(&ob, false)
 		return nil
 	}

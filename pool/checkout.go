@@ -17,24 +17,40 @@ import (
 // timeoutMS ends the wait, and a [*ConnectionError] when the establishment it
 // waited for failed.
 func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
-	var start time.Time
+	return p.checkOut(ctx, nil) // inlined: the caller calls checkOut
+}
+
+// checkOut is CheckOut and the check-out of Do; site is the call site the
+// leak detector keeps, nil until checkOutTraced took it.
+func (p *Pool) checkOut(ctx context.Context, site *[]uintptr) (*Conn, error) {
+	if site == nil && p.cfg.leakFrames > 0 {
+		return p.checkOutTraced(ctx)
+	}
+	var start mono // when the check-out began, if the clock was read
 	var ticket uint64
 	if p.observed() {
 		// The ticket is taken just before the event, so that the queue can
 		// follow the order the events show even when the pool's lock lets a
 		// later check-out in first.
-		start, ticket = p.now(), p.tickets.Add(1)
-		p.emit(ConnectionCheckOutStarted, nil, zeroTime, "", nil)
+		start, ticket = p.clock(), p.tickets.Add(1)
+		p.emit(ConnectionCheckOutStarted, nil, 0, "", nil)
+	} else if p.timeAll {
+		// Every check-out is timed: read the clock before the lock rather
+		// than under it.
+		start = p.clock()
 	}
 	if done := ctx.Done(); done != nil {
 		select {
 		case <-done:
-			return nil, p.checkOutFailed(start, p.timeoutError(ctx.Err(), 0))
+			return nil, p.checkOutDone(ctx, start)
 		default:
 		}
 	}
 
-	p.lock()
+	waited := false
+	if !p.mu.TryLock() {
+		start, waited = p.lockCheckOut(start)
+	}
 	// The fast path: ready, nobody ahead, an idle connection on top that has
 	// not perished. Everything else goes the slow way.
 	if p.state == stateReady && p.waiting == 0 {
@@ -43,24 +59,68 @@ func (p *Pool) CheckOut(ctx context.Context) (*Conn, error) {
 			if reason, _ := p.perishedLocked(c); reason == "" {
 				p.idle[n-1] = nil
 				p.idle = p.idle[:n-1]
-				p.checkOutLocked(c)
+				at := start // 0 unless the clock was read: then as good as now
+				if waited {
+					at = p.clock()
+					p.counts.checkOutWait.observe(time.Duration(at - start))
+				} else {
+					p.counts.immediate++
+				}
+				// checkOutLocked, in line: most check-outs cost a
+				// decrement here.
+				p.countCheckOutLocked(c)
+				if p.sampler.skip > 0 {
+					p.sampler.skip--
+				} else {
+					p.timeCheckOutLocked(c, at, site)
+				}
 				p.mu.Unlock()
 				p.emit(ConnectionCheckedOut, c, start, "", nil)
 				return c, nil
 			}
 		}
 	}
-	return p.checkOutSlow(ctx, start, ticket)
+	return p.checkOutSlow(ctx, start, waited, ticket, site)
+}
+
+// lockCheckOut takes the pool's lock for a check-out that did not get it at
+// once, as lock does, and reports whether the check-out had to wait for it.
+// A check-out that gets it within the spin has waited well under a
+// microsecond, which its wait does not count; one that waits longer is timed
+// from here if start is 0.
+func (p *Pool) lockCheckOut(start mono) (mono, bool) {
+	for range spinTries {
+		if p.mu.TryLock() {
+			return start, false
+		}
+	}
+	if start == 0 {
+		start = p.clock()
+	}
+	p.mu.Lock()
+	return start, true
+}
+
+// checkOutDone fails a check-out whose context was done before it began.
+func (p *Pool) checkOutDone(ctx context.Context, start mono) error {
+	p.mu.Lock()
+	p.checkOutFailedLocked(start, false, true)
+	err := p.timeoutErrorLocked(ctx.Err(), 0, BottleneckNone, nil)
+	p.mu.Unlock()
+	return p.checkOutFailed(start, err)
 }
 
 // checkOutSlow is CheckOut past the fast path; it is called with the lock
-// held and releases it.
-func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64) (*Conn, error) {
+// held and releases it. waited says whether the check-out waited for the
+// lock, start is when it began if the clock was read.
+func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, ticket uint64, site *[]uintptr) (*Conn, error) {
 	switch p.state {
 	case statePoolClosed:
+		p.checkOutFailedLocked(start, waited, false)
 		p.mu.Unlock()
 		return nil, p.checkOutFailed(start, &PoolClosedError{Address: p.address})
 	case statePaused:
+		p.checkOutFailedLocked(start, waited, false)
 		err := &PoolClearedError{Address: p.address, Cause: p.clearCause}
 		p.mu.Unlock()
 		return nil, p.checkOutFailed(start, err)
@@ -70,14 +130,26 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64)
 		// Perished connections closed on the way may leave the pool below
 		// minPoolSize: releaseLocked asks the maintenance to make up for them.
 		if c := p.takeIdleLocked(&ob); c != nil {
-			p.checkOutLocked(c)
+			at := start
+			if waited {
+				at = p.clock()
+				p.counts.checkOutWait.observe(time.Duration(at - start))
+			} else {
+				p.counts.immediate++
+			}
+			p.checkOutLocked(c, at, site)
 			p.releaseLocked(&ob)
 			p.emit(ConnectionCheckedOut, c, start, "", nil)
 			return c, nil
 		}
 	}
+	// It waits: its wait is timed.
+	if start == 0 {
+		start = p.clock()
+	}
 	w := p.getWaiter()
 	w.ticket, w.start = ticket, start
+	keepSite(&w.site, site)
 	p.queue.push(w)
 	p.waiting++
 	p.releaseLocked(&ob)
@@ -85,15 +157,16 @@ func (p *Pool) checkOutSlow(ctx context.Context, start time.Time, ticket uint64)
 }
 
 // await waits for w's result or for the first time limit to end the wait.
-func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, error) {
-	began := p.now()
+// The wait is timed from w.start, when the check-out began.
+func (p *Pool) await(ctx context.Context, w *waiter, start mono) (*Conn, error) {
 	done := ctx.Done()
 	if done == nil && p.cfg.waitQueueTimeout <= 0 && p.cfg.timeout <= 0 {
 		// Nothing can end the wait but its result: a plain receive is
 		// cheaper than the select below.
 		<-w.ch
-		return p.received(w, start, began)
+		return p.received(w, start)
 	}
+	began := p.epoch.Add(time.Duration(w.start - 1)) // w.start as a time, for the deadlines
 	// waitQueueTimeoutMS limits the wait in the queue only: a check-out whose
 	// own connection is being established is past it. timeoutMS and the
 	// context limit the whole check-out.
@@ -117,7 +190,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 		select {
 		case <-w.ch:
 			stop()
-			return p.received(w, start, began)
+			return p.received(w, start)
 		case <-done:
 			limit = ctx.Err()
 		case now := <-timerChan(timer):
@@ -133,7 +206,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 			p.mu.Unlock()
 			stop()
 			<-w.ch
-			return p.received(w, start, began)
+			return p.received(w, start)
 		}
 		if limit == errWaitQueueTimeout && p.queue.rank(w) < p.forWaiters {
 			// Its connection is being established: the queue wait is over.
@@ -142,15 +215,23 @@ func (p *Pool) await(ctx context.Context, w *waiter, start time.Time) (*Conn, er
 			timer = armTimer(w, queueDeadline, totalDeadline)
 			continue
 		}
+		// What held it up is read before it leaves the queue: its rank
+		// there tells.
+		bottleneck, clearCause := p.bottleneckLocked(w)
 		w.state = waiterCanceled
 		p.waiting--
 		if p.waiting == 0 || p.queue.len() > 2*p.waiting+64 {
 			p.queue.compact()
 		}
-		err := p.timeoutErrorLocked(limit, time.Since(began))
+		now := p.clock()
+		waited := time.Duration(now - w.start)
+		p.counts.checkOutWait.observe(waited)
+		p.counts.checkOutFailed++
+		p.counts.timeouts++
+		err := p.timeoutErrorLocked(limit, waited, bottleneck, clearCause)
 		p.mu.Unlock()
 		stop()
-		p.counts.waited(time.Since(began))
+		p.counts.waited(waited)
 		return nil, p.checkOutFailed(start, err)
 	}
 }
@@ -186,11 +267,12 @@ func timerChan(t *time.Timer) <-chan time.Time {
 }
 
 // received completes a check-out whose result was delivered. Its
-// ConnectionCheckedOut event is already out: the deliverer emitted it.
-func (p *Pool) received(w *waiter, start, began time.Time) (*Conn, error) {
-	c, err := w.conn, w.err
+// ConnectionCheckedOut event is already out: the deliverer emitted it, and
+// counted the check-out or its failure.
+func (p *Pool) received(w *waiter, start mono) (*Conn, error) {
+	c, err, waited := w.conn, w.err, time.Duration(w.handed-w.start)
 	p.putWaiter(w)
-	p.counts.waited(time.Since(began))
+	p.counts.waited(waited)
 	if err != nil {
 		return nil, p.checkOutFailed(start, err)
 	}
@@ -198,12 +280,39 @@ func (p *Pool) received(w *waiter, start, began time.Time) (*Conn, error) {
 }
 
 // timeoutErrorLocked describes a check-out that gave up, with the state of the
-// pool that held it up.
-func (p *Pool) timeoutErrorLocked(limit error, waited time.Duration) *WaitQueueTimeoutError {
+// pool that held it up, and the flight recorder's events if it is on.
+func (p *Pool) timeoutErrorLocked(limit error, waited time.Duration, b Bottleneck, clearCause error) *WaitQueueTimeoutError {
 	e := p.timeoutError(limit, waited)
 	e.InUse, e.Pending, e.Waiting = p.inUse, p.pending, p.waiting
 	e.EstablishFailures, e.LastEstablishError = p.backoff.failures, p.backoff.last
+	e.Bottleneck, e.ClearCause = b, clearCause
+	if p.rec.ring != nil {
+		e.RecentEvents = p.recentEventsLocked()
+	}
 	return e
+}
+
+// bottleneckLocked names the limit that holds the waiting check-out w up,
+// the most fundamental first: a pool paused by a clear can serve it with
+// nothing but the connection being established for it. Otherwise the
+// establishments under way go to the waiters in order: one of them is for w
+// if fewer waiters are ahead of it than there are establishments, whatever
+// the limits. If none is, w waits for room under maxPoolSize, for the end of
+// a backoff, or for its turn under maxConnecting.
+func (p *Pool) bottleneckLocked(w *waiter) (Bottleneck, error) {
+	switch {
+	case p.state == statePaused:
+		return BottleneckPaused, p.clearCause
+	case p.queue.rank(w) < p.pending:
+		return BottleneckEstablishing, nil
+	case p.cfg.maxPoolSize > 0 && len(p.conns) >= p.cfg.maxPoolSize:
+		return BottleneckMaxPoolSize, nil
+	case p.backingOffLocked():
+		return BottleneckBackoff, nil
+	case p.pending >= p.cfg.maxConnecting:
+		return BottleneckMaxConnecting, nil
+	}
+	return BottleneckNone, nil
 }
 
 func (p *Pool) timeoutError(limit error, waited time.Duration) *WaitQueueTimeoutError {
@@ -225,17 +334,16 @@ func (p *Pool) timeoutError(limit error, waited time.Duration) *WaitQueueTimeout
 	return e
 }
 
-// checkOutFailed emits ConnectionCheckOutFailed for err and returns it.
-func (p *Pool) checkOutFailed(start time.Time, err error) error {
+// checkOutFailed emits ConnectionCheckOutFailed for err and returns it; the
+// failure was counted under the lock, where it was decided.
+func (p *Pool) checkOutFailed(start mono, err error) error {
 	reason := ReasonConnectionError
 	switch err.(type) {
 	case *PoolClosedError:
 		reason = ReasonPoolClosed
 	case *WaitQueueTimeoutError:
 		reason = ReasonTimeout
-		p.counts.timeouts.Add(1)
 	}
-	p.counts.checkOutFailed.Add(1)
 	p.emit(ConnectionCheckOutFailed, nil, start, reason, err)
 	return err
 }
@@ -247,7 +355,7 @@ func (p *Pool) checkOutFailed(start time.Time, err error) error {
 // says so instead of fn's error. If fn panics, the connection is closed rather
 // than reused, and the panic goes on.
 func (p *Pool) Do(ctx context.Context, fn func(*Conn) error) (err error) {
-	c, err := p.CheckOut(ctx)
+	c, err := p.checkOut(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -99,14 +99,17 @@ type Conn struct {
 	helloDone    bool
 	forWaiter    bool      // being established for a check-out (vs. for minPoolSize)
 	idleSince    time.Time // when it became available; set only when maxIdleTime > 0
-	created      time.Time // when it was created; set only when observed
+	created      mono      // when it was created
 	index        int       // position in pool.conns
 	cancel       context.CancelFunc
 	closeReason  string
 	closeErr     error
-	interrupted  error // the error its current user gets: set by an interrupting clear
-	broken       error // set when its user panicked: closed at check-in
-	linkReleased bool  // its link's teardown is queued or done
+	interrupted  error     // the error its current user gets: set by an interrupting clear
+	broken       error     // set when its user panicked: closed at check-in
+	linkReleased bool      // its link's teardown is queued or done
+	outAt        mono      // when it was checked out, if its use is timed; 0 otherwise
+	site         []uintptr // the call site of its check-out, for the leak detector
+	leakReported bool      // the leak detector reported its current check-out
 }
 
 // ID returns the connection's id: 1 for the pool's first connection, then in

@@ -51,7 +51,19 @@
 // [WithLogger] writes the specification's log messages at Debug level. With
 // neither, monitoring costs the check-out path nothing: no event is built, no
 // clock is read. [Pool.Stats] returns a consistent snapshot of the counts and
-// running totals, cheap enough for every metrics scrape.
+// running totals, cheap enough for every metrics scrape, with the
+// distributions of check-out waits, establishments and uses as histograms
+// ([Histogram], with quantiles). A check-out served at once reads no clock for
+// them; the uses are sampled, one check-out in [DefaultUseSampling] (see
+// [WithUseSampling]).
+//
+// Three more tools are off by default. A [*WaitQueueTimeoutError] names the
+// limit that held the check-out up (its Bottleneck); with
+// [WithFlightRecorder], it also carries the last events the pool delivered,
+// which [Pool.RecentEvents] returns at any time. [WithLeakDetector] reports a
+// connection checked out for too long, once, with the call site that checked
+// it out, through a [ConnectionLeakSuspected] event and a log record at level
+// Warn.
 //
 // # Calling the pool back
 //

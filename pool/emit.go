@@ -6,13 +6,17 @@ import (
 	"time"
 )
 
-var zeroTime time.Time
+// mono is a reading of the pool's clock: the time since the pool's epoch on
+// the monotonic clock, plus a nanosecond, so that a reading is never 0, the
+// value that stands for "not read". It costs a read of the monotonic clock
+// alone, about half the cost of time.Now, which reads the wall clock too;
+// and a single integer is cheaper to keep and subtract than a time.Time, on
+// paths that count nanoseconds. Durations and deadlines are all the pool
+// uses it for.
+type mono int64
 
-// now returns the current time from the monotonic clock alone, at about half
-// the cost of time.Now, which reads the wall clock too. Its wall reading is
-// derived from the pool's epoch: good for durations and deadlines, which is
-// all the pool uses it for.
-func (p *Pool) now() time.Time { return p.epoch.Add(time.Since(p.epoch)) }
+// clock reads the pool's clock.
+func (p *Pool) clock() mono { return mono(time.Since(p.epoch)) + 1 }
 
 // observed reports whether someone listens: an event handler, or a logger
 // enabled for Debug (asked each time, as its level may change).
@@ -22,10 +26,10 @@ func (p *Pool) observed() bool {
 
 // emit reports a connection or check-out event: the one place where events
 // are built and log records written, and only when someone listens. since is
-// the start of the measured duration, if the event has one. While a state
-// change's events are being delivered, the event is queued behind them (see
-// finishLocked) instead of delivered here.
-func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err error) {
+// the start of the measured duration, if the event has one (0 if not). While
+// a state change's events are being delivered, the event is queued behind
+// them (see finishLocked) instead of delivered here.
+func (p *Pool) emit(t EventType, c *Conn, since mono, reason string, err error) {
 	if !p.observed() {
 		return
 	}
@@ -38,7 +42,7 @@ func (p *Pool) emit(t EventType, c *Conn, since time.Time, reason string, err er
 
 // deliver is emit for the goroutine whose turn it is to deliver: it never
 // queues.
-func (p *Pool) deliver(t EventType, c *Conn, since time.Time, reason string, err error) {
+func (p *Pool) deliver(t EventType, c *Conn, since mono, reason string, err error) {
 	if !p.observed() {
 		return
 	}
@@ -46,13 +50,13 @@ func (p *Pool) deliver(t EventType, c *Conn, since time.Time, reason string, err
 	p.publish(&e)
 }
 
-func (p *Pool) event(t EventType, c *Conn, since time.Time, reason string, err error) Event {
+func (p *Pool) event(t EventType, c *Conn, since mono, reason string, err error) Event {
 	e := Event{Type: t, Address: p.address, Reason: reason, Err: err}
 	if c != nil {
 		e.ConnectionID = c.id
 	}
-	if !since.IsZero() {
-		e.Duration = max(time.Since(since), time.Nanosecond)
+	if since != 0 {
+		e.Duration = max(time.Duration(p.clock()-since), time.Nanosecond)
 	}
 	return e
 }
@@ -79,12 +83,23 @@ func (p *Pool) emitCreated() {
 	p.publish(&e)
 }
 
+// publish delivers e: to the flight recorder, the event handlers and the
+// logger. It runs without the pool's lock held.
 func (p *Pool) publish(e *Event) {
+	if p.rec.ring != nil {
+		p.record(e)
+	}
 	for _, h := range p.cfg.handlers {
 		h(*e)
 	}
-	if l := p.cfg.logger; l != nil && l.Enabled(context.Background(), slog.LevelDebug) {
-		p.log(l, e)
+	if l := p.cfg.logger; l != nil {
+		level := slog.LevelDebug // the specification's messages
+		if e.Type == ConnectionLeakSuspected {
+			level = slog.LevelWarn // the pool's own, which asks for attention
+		}
+		if l.Enabled(context.Background(), level) {
+			p.log(l, level, e)
+		}
 	}
 }
 
@@ -101,6 +116,7 @@ var logMessages = [...]string{
 	ConnectionCheckOutFailed:  "Connection checkout failed",
 	ConnectionCheckedOut:      "Connection checked out",
 	ConnectionCheckedIn:       "Connection checked in",
+	ConnectionLeakSuspected:   "Connection checked out longer than the leak threshold",
 }
 
 // The specification's reason strings of the log messages, by event reason.
@@ -121,10 +137,10 @@ var (
 // Pool options in the order the specification lists them in its message.
 var logOptionOrder = []string{"maxIdleTimeMS", "minPoolSize", "maxPoolSize", "maxConnecting", "waitQueueTimeoutMS"}
 
-// log writes the specification's log message for e: Debug level, component
-// "connection", the message as the record's message and the specification's
-// keys as attributes.
-func (p *Pool) log(l *slog.Logger, e *Event) {
+// log writes the log message for e at level: component "connection", the
+// message as the record's message and the specification's keys as
+// attributes (and, for a leak, the threshold and the call site).
+func (p *Pool) log(l *slog.Logger, level slog.Level, e *Event) {
 	attrs := make([]slog.Attr, 0, 8)
 	attrs = append(attrs, slog.String("component", "connection"), slog.String("serverHost", p.host))
 	if p.port != 0 {
@@ -156,8 +172,14 @@ func (p *Pool) log(l *slog.Logger, e *Event) {
 		}
 	}
 	switch e.Type {
-	case ConnectionReady, ConnectionCheckedOut, ConnectionCheckOutFailed:
+	case ConnectionReady, ConnectionCheckedOut, ConnectionCheckOutFailed, ConnectionLeakSuspected:
 		attrs = append(attrs, slog.Float64("durationMS", float64(e.Duration)/float64(time.Millisecond)))
 	}
-	l.LogAttrs(context.Background(), slog.LevelDebug, logMessages[e.Type], attrs...)
+	if e.Type == ConnectionLeakSuspected {
+		attrs = append(attrs, slog.Float64("leakThresholdMS", float64(p.cfg.leakThreshold)/float64(time.Millisecond)))
+		if e.CallSite.stack != nil {
+			attrs = append(attrs, slog.Any("callSite", e.CallSite)) // formatted by the handler, if it writes the record
+		}
+	}
+	l.LogAttrs(context.Background(), level, logMessages[e.Type], attrs...)
 }

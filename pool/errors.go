@@ -119,6 +119,55 @@ func (e *PoolClearedError) Is(target error) bool { return target == ErrPoolClear
 // HasErrorLabel reports RetryableError.
 func (e *PoolClearedError) HasErrorLabel(label string) bool { return label == LabelRetryable }
 
+// Bottleneck names what kept a check-out waiting until it gave up: the limit
+// of the pool it met.
+type Bottleneck uint8
+
+// The bottlenecks, as [WaitQueueTimeoutError.Bottleneck] names them.
+const (
+	// BottleneckNone: no limit of the pool held the check-out up; its
+	// context was done before it began.
+	BottleneckNone Bottleneck = iota
+	// BottleneckMaxPoolSize: the pool had every connection maxPoolSize
+	// allows, checked out or being established for check-outs ahead of
+	// this one.
+	BottleneckMaxPoolSize
+	// BottleneckMaxConnecting: maxConnecting establishments were under
+	// way, none of them for this check-out, and the pool could start no
+	// other.
+	BottleneckMaxConnecting
+	// BottleneckEstablishing: the connection that would serve the
+	// check-out was still being established (whatever the limits: it had
+	// its place): the server, or the way to it, is slow.
+	BottleneckEstablishing
+	// BottleneckBackoff: establishments were held back after failures in
+	// a row (see the package documentation); EstablishFailures and
+	// LastEstablishError say which.
+	BottleneckBackoff
+	// BottleneckPaused: a clear had paused the pool, and only the
+	// connection being established for the check-out could serve it;
+	// ClearCause is what the pool was cleared for.
+	BottleneckPaused
+)
+
+var bottleneckNames = [...]string{
+	BottleneckNone:          "none",
+	BottleneckMaxPoolSize:   "maxPoolSize",
+	BottleneckMaxConnecting: "maxConnecting",
+	BottleneckEstablishing:  "establishing",
+	BottleneckBackoff:       "backoff",
+	BottleneckPaused:        "paused",
+}
+
+// String returns the bottleneck's name: "maxPoolSize", "maxConnecting",
+// "establishing", "backoff", "paused" or "none".
+func (b Bottleneck) String() string {
+	if int(b) < len(bottleneckNames) {
+		return bottleneckNames[b]
+	}
+	return fmt.Sprintf("Bottleneck(%d)", uint8(b))
+}
+
 // WaitQueueTimeoutError is returned by a check-out that waited longer than it
 // may. It says which limit ended the wait and what held the pool up.
 type WaitQueueTimeoutError struct {
@@ -139,7 +188,17 @@ type WaitQueueTimeoutError struct {
 	// establishes again (see the package documentation).
 	EstablishFailures  int
 	LastEstablishError error
-	cause              error
+	// Bottleneck names the limit of the pool that held the check-out up,
+	// and ClearCause, when that was a clear (BottleneckPaused), the error
+	// the pool was cleared for (nil if none was given).
+	Bottleneck Bottleneck
+	ClearCause error
+	// RecentEvents holds, with the flight recorder on (see
+	// WithFlightRecorder), the last events the pool delivered before the
+	// check-out gave up, oldest first; its own ConnectionCheckOutFailed
+	// comes after. Error does not print them.
+	RecentEvents []RecordedEvent
+	cause        error
 }
 
 // Message returns the specification's message for the error, without the
@@ -151,12 +210,34 @@ func (e *WaitQueueTimeoutError) Error() string {
 	if e.MaxPoolSize > 0 {
 		max = fmt.Sprint(e.MaxPoolSize)
 	}
-	msg := fmt.Sprintf("%s (address %s): %s elapsed after %v; maxPoolSize: %s, in use: %d, maxConnecting: %d, establishing: %d, still waiting: %d",
-		msgWaitQueueTimeout, e.Address, e.Limit, e.Waited.Round(time.Microsecond), max, e.InUse, e.MaxConnecting, e.Pending, e.Waiting)
+	msg := fmt.Sprintf("%s (address %s): %s elapsed after %v, held up by %s; maxPoolSize: %s, in use: %d, maxConnecting: %d, establishing: %d, still waiting: %d",
+		msgWaitQueueTimeout, e.Address, e.Limit, e.Waited.Round(time.Microsecond), e.heldUpBy(), max, e.InUse, e.MaxConnecting, e.Pending, e.Waiting)
 	if e.EstablishFailures > 0 {
 		msg += fmt.Sprintf("; establishing again after %d failed in a row, the last with: %v", e.EstablishFailures, e.LastEstablishError)
 	}
 	return msg
+}
+
+// heldUpBy describes the bottleneck for the message.
+func (e *WaitQueueTimeoutError) heldUpBy() string {
+	switch e.Bottleneck {
+	case BottleneckNone:
+		return "no limit of the pool reached"
+	case BottleneckMaxPoolSize:
+		return fmt.Sprintf("maxPoolSize reached with %d in use and %d being established", e.InUse, e.Pending)
+	case BottleneckMaxConnecting:
+		return fmt.Sprintf("maxConnecting reached with %d being established", e.Pending)
+	case BottleneckEstablishing:
+		return "waiting for a connection still being established"
+	case BottleneckBackoff:
+		return "establishments held back after failures"
+	case BottleneckPaused:
+		if e.ClearCause == nil {
+			return "pool paused by a clear (no cause given)"
+		}
+		return "pool paused by a clear caused by: " + e.ClearCause.Error()
+	}
+	return e.Bottleneck.String()
 }
 
 // Unwrap returns context.DeadlineExceeded, or context.Canceled when the

@@ -16,6 +16,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 	// pool: Close must know not to wait for this goroutine then.
 	defer p.leaveWorker(p.enterWorker())
 	link, err := p.connect.Connect(ctx, &c.attempt)
+	ready := p.clock()
 	c.cancel() // releases the establishment's timer
 	if err == nil && link == nil {
 		err = errors.New("the connector returned neither a connection nor an error")
@@ -44,6 +45,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 	p.mu.Lock()
 	var ob outbox
 	forWaiter := p.endPendingLocked(c)
+	p.counts.establish.observe(time.Duration(ready - c.created))
 	c.state = stateAvailable
 	p.endBackoffLocked()
 	switch stale := c.gen != c.svc.gen; {
@@ -53,7 +55,7 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 		// A stale connection still goes to the check-out it was established
 		// for, which left the queue when its establishment began; it is
 		// closed when checked in.
-		p.deliverLocked(p.queue.popLive(), c, nil, &ob)
+		p.deliverLocked(p.queue.popLive(), c, nil, &ob, 0)
 	case stale:
 		p.closeConnLocked(c, ReasonStale, nil, &ob)
 	default:
@@ -95,7 +97,7 @@ func (p *Pool) establishFailedLocked(c *Conn, err error) {
 	forWaiter := c.forWaiter
 	p.closeConnLocked(c, ReasonError, cerr, &ob)
 	if forWaiter && p.waiting > 0 {
-		p.deliverLocked(p.queue.popLive(), nil, cerr, &ob)
+		p.deliverLocked(p.queue.popLive(), nil, cerr, &ob, 0)
 	}
 	p.releaseLocked(&ob)
 }

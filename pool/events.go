@@ -2,11 +2,13 @@ package pool
 
 import "time"
 
-// EventType names one of the specification's eleven pool events.
+// EventType names one of the specification's eleven pool events, or the
+// pool's own ConnectionLeakSuspected.
 type EventType uint8
 
-// The events, in the specification's order. Their String form is the name the
-// specification's tests use ("ConnectionCheckedOut", ...).
+// The events, in the specification's order, then the pool's own. Their String
+// form is the name the specification's tests use ("ConnectionCheckedOut",
+// ...).
 const (
 	PoolCreated EventType = iota + 1
 	PoolReady
@@ -19,6 +21,10 @@ const (
 	ConnectionCheckOutFailed
 	ConnectionCheckedOut
 	ConnectionCheckedIn
+	// ConnectionLeakSuspected is the pool's own event, not the
+	// specification's: the leak detector found a connection checked out
+	// for its threshold or longer (see WithLeakDetector).
+	ConnectionLeakSuspected
 )
 
 var eventNames = [...]string{
@@ -33,6 +39,7 @@ var eventNames = [...]string{
 	ConnectionCheckOutFailed:  "ConnectionCheckOutFailed",
 	ConnectionCheckedOut:      "ConnectionCheckedOut",
 	ConnectionCheckedIn:       "ConnectionCheckedIn",
+	ConnectionLeakSuspected:   "ConnectionLeakSuspected",
 }
 
 func (t EventType) String() string {
@@ -58,26 +65,33 @@ const (
 // ConnectionCheckOutFailed have Duration; ConnectionClosed and
 // ConnectionCheckOutFailed have Reason (and Err when the reason is an error);
 // PoolCleared has ServiceID (load-balanced mode) and Interrupt; PoolCreated has
-// Options.
+// Options; ConnectionLeakSuspected has ConnectionID, Duration and CallSite.
 //
-// An Event is passed by value and built only when someone listens.
+// An Event is passed by value and built only when someone listens. (Its small
+// fields come first, together, so that it stays 96 bytes, which the compiler
+// copies fastest, a copy for every handler.)
 type Event struct {
-	Type         EventType
+	Type EventType
+	// Interrupt is the interruptInUseConnections flag of a clear.
+	Interrupt bool
+	// ServiceID is the service a load-balanced pool was cleared for.
+	ServiceID    ServiceID
 	Address      string
 	ConnectionID int64
-	// Duration of the establishment (ConnectionReady) or of the check-out
-	// (ConnectionCheckedOut, ConnectionCheckOutFailed), on the monotonic clock.
+	// Duration of the establishment (ConnectionReady), of the check-out
+	// (ConnectionCheckedOut, ConnectionCheckOutFailed), or of the time the
+	// connection has been checked out (ConnectionLeakSuspected), on the
+	// monotonic clock.
 	// It is never 0 in those events (at least a nanosecond, even on a clock
 	// that did not move), so that 0 means "not measured".
 	Duration time.Duration
 	Reason   string
 	Err      error
-	// ServiceID is the service a load-balanced pool was cleared for.
-	ServiceID ServiceID
-	// Interrupt is the interruptInUseConnections flag of a clear.
-	Interrupt bool
 	// Options holds the specification's pool options the user set, by their
 	// specification names (maxPoolSize, minPoolSize, maxConnecting,
 	// maxIdleTimeMS, waitQueueTimeoutMS), with times in milliseconds.
 	Options map[string]int64
+	// CallSite is where the connection of a ConnectionLeakSuspected event
+	// was checked out; it has no frames when the leak detector keeps none.
+	CallSite CallSite
 }

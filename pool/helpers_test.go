@@ -260,4 +260,18 @@ func checkCounts(t testing.TB, s pool.Stats) {
 	if s.Pending > s.MaxConnecting {
 		t.Errorf("pending %d above maxConnecting %d", s.Pending, s.MaxConnecting)
 	}
+	// The distributions are read in the same snapshot: one wait per
+	// check-out, successful or not, and at most one use per check-in.
+	checkHistogram(t, "CheckOutWait", s.CheckOutWait)
+	checkHistogram(t, "Establish", s.Establish)
+	checkHistogram(t, "Use", s.Use)
+	if int64(s.CheckOutWait.Count) != s.CheckedOut+s.CheckOutFailed {
+		t.Errorf("%d check-out waits != checked out %d + failed %d", s.CheckOutWait.Count, s.CheckedOut, s.CheckOutFailed)
+	}
+	if int64(s.Use.Count) > s.CheckedIn {
+		t.Errorf("%d uses timed, more than the %d check-ins", s.Use.Count, s.CheckedIn)
+	}
+	if int64(s.Establish.Count) > s.Created {
+		t.Errorf("%d establishments timed, more than the %d connections created", s.Establish.Count, s.Created)
+	}
 }

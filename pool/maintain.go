@@ -5,20 +5,52 @@ import "time"
 // maintain is the pool's background goroutine. Each run does the work that is
 // ready and ends; runs start every maintenance interval, and at once when the
 // pool asks (after Ready, after Clear, when an establishment ends below
-// minPoolSize). Close stops it.
+// minPoolSize). With the leak detector on, it also looks for leaks whenever
+// the earliest check-out is due, even when the maintenance is off. Close
+// stops it.
 func (p *Pool) maintain() {
 	defer p.wg.Done()
 	defer p.leaveWorker(p.enterWorker()) // it runs event handlers
 
-	interval := p.cfg.maintenanceInterval
-	t := time.NewTimer(interval)
-	defer t.Stop()
+	var (
+		interval = p.cfg.maintenanceInterval
+		t        *time.Timer
+		tick     <-chan time.Time
+		poke     <-chan struct{}
+	)
+	if interval > 0 {
+		t = time.NewTimer(interval)
+		defer t.Stop()
+		tick, poke = t.C, p.poke
+	}
+	var (
+		leakTimer *time.Timer
+		leakTick  <-chan time.Time
+		leaks     []leakReport // reused from one look to the next
+	)
+	if p.cfg.leakDetector {
+		leakTimer = time.NewTimer(p.cfg.leakThreshold)
+		defer leakTimer.Stop()
+		leakTick = leakTimer.C
+	}
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-t.C:
-		case <-p.poke:
+		case <-tick:
+		case <-poke:
+		case <-leakTick:
+			var next time.Duration
+			leaks, next = p.findLeaks(leaks[:0])
+			for i := range leaks {
+				p.reportLeak(&leaks[i])
+				leaks[i] = leakReport{} // lets its call site go
+			}
+			// Never sooner than a millisecond (or the threshold) from
+			// now: a report a little late is better than a timer that
+			// fires without end if the clock misbehaves.
+			leakTimer.Reset(max(next, min(p.cfg.leakThreshold, time.Millisecond)))
+			continue
 		}
 		p.maintenanceRun()
 		t.Reset(interval)

@@ -33,6 +33,11 @@ type config struct {
 	handlers            []func(Event)
 	logger              *slog.Logger
 	establishFailed     func(error)
+	useSampling         int  // one check-out in useSampling has its use timed
+	flightRecorder      int  // events the flight recorder keeps; 0 when off
+	leakDetector        bool // WithLeakDetector was given
+	leakThreshold       time.Duration
+	leakFrames          int // frames of a check-out's call site the leak detector keeps
 
 	set optionSet // which options the user gave, for the created event and log
 }
@@ -156,6 +161,59 @@ func WithEstablishErrorHandler(fn func(error)) Option {
 	}
 }
 
+// WithUseSampling sets how many check-outs there are, on average, for each
+// one whose use (the time until its check-in) the Use histogram of
+// [Pool.Stats] times: the pool picks them at random, each check-out with a
+// probability of 1/every, so that the samples follow the workload's
+// distribution whatever its rhythm. 1 times every check-out, at the cost of
+// a read of the monotonic clock at each check-out and each check-in, which
+// makes an idle check-out and check-in several times as slow (see the
+// package's benchmarks). Must be at least 1. Default [DefaultUseSampling].
+// The leak detector times every check-out anyway: with it on, every use is
+// timed.
+func WithUseSampling(every int) Option {
+	return func(c *config) { c.useSampling = every }
+}
+
+// MaxFlightRecorder is the most events [WithFlightRecorder] keeps.
+const MaxFlightRecorder = 1 << 16
+
+// WithFlightRecorder keeps the last n events of the pool, the specification's
+// and the leak detector's, in a ring of small records with no pointers into
+// the pool (see [RecordedEvent]): [Pool.RecentEvents] returns them, and a
+// [*WaitQueueTimeoutError] carries those delivered before the check-out gave
+// up. Recording takes the pool's lock once per event and allocates nothing;
+// like an event handler, it makes the pool build its events (see
+// [WithEventHandler]). 0, the default, turns it off; n must not be above
+// [MaxFlightRecorder].
+func WithFlightRecorder(n int) Option {
+	return func(c *config) { c.flightRecorder = n }
+}
+
+// MaxCallSiteFrames is the most frames of a call site [WithLeakDetector]
+// keeps.
+const MaxCallSiteFrames = 64
+
+// WithLeakDetector reports every check-out that keeps its connection for
+// threshold or longer, once, with the call site that checked it out: the
+// innermost frames (at most frames, 0 for none) of the stack of the caller of
+// [Pool.CheckOut] or [Pool.Do]. A report is a [ConnectionLeakSuspected]
+// event, delivered like the others to the event handlers and the flight
+// recorder, and a log record at level Warn through the logger given with
+// [WithLogger] (a record also written when the logger is not enabled for
+// Debug). The pool's maintenance goroutine looks for such check-outs when the
+// earliest of them is due, whether or not the maintenance itself is on.
+//
+// The detector costs each check-out and each check-in a read of the clock
+// and, with frames above 0, each check-out a walk of the caller's stack
+// (runtime.Callers; the frames are formatted only when a report is printed);
+// a report is due within a millisecond of the threshold. Off, the default, it
+// costs nothing. threshold must be positive; frames between 0 and
+// [MaxCallSiteFrames].
+func WithLeakDetector(threshold time.Duration, frames int) Option {
+	return func(c *config) { c.leakDetector, c.leakThreshold, c.leakFrames = true, threshold, frames }
+}
+
 // Logger returns the logger given with [WithLogger], or nil: a layer above
 // the pool logs its own messages there.
 func (p *Pool) Logger() *slog.Logger { return p.cfg.logger }
@@ -166,6 +224,7 @@ func defaultConfig() config {
 		maxConnecting:       DefaultMaxConnecting,
 		connectTimeout:      DefaultConnectTimeout,
 		maintenanceInterval: DefaultMaintenanceInterval,
+		useSampling:         DefaultUseSampling,
 	}
 }
 
@@ -200,8 +259,22 @@ func (c *config) validate() error {
 		return &OptionError{"connectTimeoutMS", c.connectTimeout, "must be >= 0 (0 means no limit)"}
 	case c.maintenanceInterval == 0:
 		return &OptionError{"maintenanceInterval", c.maintenanceInterval, "must be positive, or negative to disable maintenance"}
+	case c.useSampling < 1:
+		return &OptionError{"useSampling", c.useSampling, "must be >= 1 (1 times every check-out)"}
+	case c.flightRecorder < 0 || c.flightRecorder > MaxFlightRecorder:
+		return &OptionError{"flightRecorder", c.flightRecorder, fmt.Sprintf("must be between 0 (off) and %d", MaxFlightRecorder)}
+	case c.leakDetector && c.leakThreshold <= 0:
+		return &OptionError{"leakThreshold", c.leakThreshold, "must be positive"}
+	case c.leakDetector && (c.leakFrames < 0 || c.leakFrames > MaxCallSiteFrames):
+		return &OptionError{"leakFrames", c.leakFrames, fmt.Sprintf("must be between 0 (no call site) and %d", MaxCallSiteFrames)}
 	}
 	return nil
+}
+
+// timesEveryCheckOut reports whether every check-out reads the clock: its
+// use is timed, and the leak detector needs to know when it began.
+func (c *config) timesEveryCheckOut() bool {
+	return c.useSampling == 1 || c.leakDetector
 }
 
 // userOptions lists the specification's options the user set, with their

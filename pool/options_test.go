@@ -41,6 +41,15 @@ func TestOptionValidation(t *testing.T) {
 		// The maintenance interval is not a specification option; the pool
 		// calls it maintenanceInterval.
 		{"maintenance interval 0", []pool.Option{pool.WithMaintenanceInterval(0)}, "maintenanceInterval", "0", ""},
+		// The observability options.
+		{"flight recorder negative", []pool.Option{pool.WithFlightRecorder(-1)}, "flightRecorder", "-1", ""},
+		{"flight recorder too large", []pool.Option{pool.WithFlightRecorder(1 << 20)}, "flightRecorder", "1048576", "65536"},
+		{"leak threshold 0", []pool.Option{pool.WithLeakDetector(0, 8)}, "leakThreshold", "0", ""},
+		{"leak threshold negative", []pool.Option{pool.WithLeakDetector(-time.Second, 8)}, "leakThreshold", "-1s", ""},
+		{"leak frames negative", []pool.Option{pool.WithLeakDetector(time.Second, -1)}, "leakFrames", "-1", ""},
+		{"leak frames too many", []pool.Option{pool.WithLeakDetector(time.Second, 1000)}, "leakFrames", "1000", "64"},
+		{"use sampling 0", []pool.Option{pool.WithUseSampling(0)}, "useSampling", "0", ""},
+		{"use sampling negative", []pool.Option{pool.WithUseSampling(-64)}, "useSampling", "-64", ""},
 	}
 	for _, tc := range invalid {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,6 +119,10 @@ func TestOptionValidation(t *testing.T) {
 		}, nil},
 		{"nil option", []pool.Option{nil, pool.WithMaxPoolSize(2), nil}, nil},
 		{"an invalid value corrected by a later option", []pool.Option{pool.WithMaxConnecting(0), pool.WithMaxConnecting(1)}, nil},
+		{"observability at its limits", []pool.Option{
+			pool.WithFlightRecorder(0), pool.WithFlightRecorder(1 << 16), pool.WithLeakDetector(time.Nanosecond, 0),
+			pool.WithLeakDetector(time.Hour, 64), pool.WithUseSampling(1),
+		}, nil},
 	}
 	for _, tc := range valid {
 		t.Run(tc.name, func(t *testing.T) {

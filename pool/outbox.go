@@ -83,13 +83,13 @@ func (ob *outbox) finish(p *Pool) {
 			p.publishPool(ob.pool)
 		}
 		for _, c := range ob.closed {
-			p.deliver(ConnectionClosed, c, zeroTime, c.closeReason, c.closeErr)
+			p.deliver(ConnectionClosed, c, 0, c.closeReason, c.closeErr)
 		}
 		if ob.pool.t != 0 && !ob.pool.first {
 			p.publishPool(ob.pool)
 		}
 		for _, e := range ob.created {
-			p.deliver(ConnectionCreated, e.c, zeroTime, "", nil)
+			p.deliver(ConnectionCreated, e.c, 0, "", nil)
 		}
 	}
 	if ob.wake1 != nil {

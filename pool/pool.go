@@ -40,7 +40,8 @@ type Pool struct {
 	port    int    // serverPort of the log messages; 0 for a Unix socket
 	connect Connector
 	cfg     config
-	handled bool // there are event handlers
+	handled bool // there are event handlers, or the flight recorder
+	timeAll bool // every check-out reads the clock: see config.timesEveryCheckOut
 
 	ctx       context.Context // parent of every establishment; ends with Close
 	cancelAll context.CancelFunc
@@ -50,7 +51,7 @@ type Pool struct {
 	wg        sync.WaitGroup
 	waiters   sync.Pool     // of *waiter, recycled once delivered
 	tickets   atomic.Uint64 // order of the observed check-outs' CheckOutStarted events
-	epoch     time.Time     // when the pool was created: see now
+	epoch     time.Time     // when the pool was created: see clock
 	queued    atomic.Bool   // draining, for emit to read without the lock
 	drainer   atomic.Uint64 // goroutine running the drain, when observed; 0 if none
 
@@ -73,6 +74,8 @@ type Pool struct {
 	workers    map[uint64]int // goroutines of the pool's that may run the user's code, by goroutine id
 	backoff    backoff        // of establishments after failures
 	retry      *time.Timer    // ends the backoff, when something waits for it
+	sampler    useSampler     // picks the check-outs whose use is timed
+	rec        recorder       // the flight recorder; its ring is set once, by New
 
 	counts counters // running totals, read by Stats
 }
@@ -101,12 +104,21 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		address: address,
 		connect: connector,
 		cfg:     cfg,
-		handled: len(cfg.handlers) > 0,
+		handled: len(cfg.handlers) > 0 || cfg.flightRecorder > 0,
+		timeAll: cfg.timesEveryCheckOut(),
 		poke:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		closed:  make(chan struct{}),
 		epoch:   time.Now(),
 		workers: make(map[uint64]int),
+	}
+	if p.timeAll {
+		p.sampler = newUseSampler(1)
+	} else {
+		p.sampler = newUseSampler(cfg.useSampling)
+	}
+	if cfg.flightRecorder > 0 {
+		p.rec.ring = make([]record, cfg.flightRecorder)
 	}
 	p.host, p.port = splitAddress(address)
 	p.ctx, p.cancelAll = context.WithCancel(context.Background())
@@ -114,7 +126,7 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		p.services = make(map[ServiceID]*service)
 	}
 	p.emitCreated()
-	if cfg.maintenanceInterval > 0 {
+	if cfg.maintenanceInterval > 0 || cfg.leakDetector {
 		p.wg.Add(1)
 		go p.maintain()
 	}
@@ -274,9 +286,7 @@ func (p *Pool) newConnLocked(forWaiter bool, ob *outbox) {
 	if !p.cfg.loadBalanced {
 		c.svc, c.gen = &p.main, p.main.gen
 	}
-	if p.observed() {
-		c.created = time.Now()
-	}
+	c.created = p.clock() // for the Establish histogram and the ConnectionReady event
 	p.conns = append(p.conns, c)
 	p.pending++
 	if forWaiter {
@@ -401,7 +411,7 @@ func (p *Pool) takeIdleLocked(ob *outbox) *Conn {
 func (p *Pool) dispatchLocked(ob *outbox) {
 	for p.waiting > 0 && p.state == stateReady {
 		if c := p.takeIdleLocked(ob); c != nil {
-			p.deliverLocked(p.queue.popLive(), c, nil, ob)
+			p.deliverLocked(p.queue.popLive(), c, nil, ob, 0)
 			continue
 		}
 		if p.waiting > p.pending && p.canEstablishLocked() {
@@ -419,21 +429,74 @@ func (p *Pool) dispatchLocked(ob *outbox) {
 // connection: the deliverer emits that event rather than the waiter, so that
 // these events come in the order the queue served the check-outs, not in the
 // order the scheduler happens to run their goroutines.
-func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox) {
+//
+// The check-out's wait ends here, at now, a reading of the clock the caller
+// made (or 0, for a reading here): its sample is recorded with the count it
+// goes with.
+func (p *Pool) deliverLocked(w *waiter, c *Conn, err error, ob *outbox, now mono) {
+	if now == 0 {
+		now = p.clock()
+	}
 	p.waiting--
-	w.state, w.conn, w.err = waiterDelivered, c, err
+	w.state, w.conn, w.err, w.handed = waiterDelivered, c, err, now
+	p.counts.checkOutWait.observe(time.Duration(now - w.start))
 	if c != nil {
-		p.checkOutLocked(c)
+		p.checkOutLocked(c, now, &w.site)
+	} else {
+		p.counts.checkOutFailed++
 	}
 	ob.addWake(w)
 }
 
 // checkOutLocked counts c, taken from the idle list or just established, as
-// checked out.
-func (p *Pool) checkOutLocked(c *Conn) {
+// checked out at, a reading of the clock, or 0 if the caller did not read
+// it; site is the call site of the check-out, for the leak detector. It
+// times the use of the check-outs the sampler picks (all of them when
+// timeAll). CheckOut's fast path does the same in line.
+func (p *Pool) checkOutLocked(c *Conn, at mono, site *[]uintptr) {
+	p.countCheckOutLocked(c)
+	if p.sampler.skip > 0 {
+		p.sampler.skip--
+		return
+	}
+	p.timeCheckOutLocked(c, at, site)
+}
+
+// countCheckOutLocked counts c as checked out.
+func (p *Pool) countCheckOutLocked(c *Conn) {
 	c.state = stateInUse
 	p.inUse++
 	p.counts.checkedOut++
+}
+
+// timeCheckOutLocked times the use of c, checked out at at (or now if at is
+// 0), and keeps its call site for the leak detector. The sampler picked c
+// (it picks every check-out when timeAll).
+func (p *Pool) timeCheckOutLocked(c *Conn, at mono, site *[]uintptr) {
+	p.sampler.skip = p.sampler.draw()
+	if at == 0 {
+		at = p.clock()
+	}
+	c.outAt = at
+	if p.cfg.leakDetector {
+		c.leakReported = false
+		keepSite(&c.site, site)
+	}
+}
+
+// checkOutFailedLocked counts a check-out that failed before it was queued,
+// with its wait: measured from start if timed (it waited for the lock), 0 if
+// it was decided at once.
+func (p *Pool) checkOutFailedLocked(start mono, timed, timeout bool) {
+	if timed {
+		p.counts.checkOutWait.observe(time.Duration(p.clock() - start))
+	} else {
+		p.counts.immediate++
+	}
+	p.counts.checkOutFailed++
+	if timeout {
+		p.counts.timeouts++
+	}
 }
 
 // releaseLocked ends a change made under the lock: it serves the wait queue
@@ -453,14 +516,13 @@ func (p *Pool) releaseLocked(ob *outbox) {
 // evictLocked fails every live waiter after the first keep ones with err.
 func (p *Pool) evictLocked(keep int, err error, ob *outbox) {
 	rank := 0
+	now := p.clock()
 	p.queue.each(func(w *waiter) {
 		if w.state != waiterWaiting {
 			return
 		}
 		if rank++; rank > keep {
-			p.waiting--
-			w.state, w.err = waiterDelivered, err
-			ob.addWake(w)
+			p.deliverLocked(w, nil, err, ob, now)
 		}
 	})
 	p.queue.compact()

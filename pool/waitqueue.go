@@ -22,7 +22,9 @@ type waiter struct {
 	ch     chan struct{} // one slot: signalled once, when the result is set
 	timer  *time.Timer   // the wait's time limit, kept across reuses
 	ticket uint64        // its place in CheckOutStarted order; 0 when unobserved
-	start  time.Time     // when its check-out started, if observed
+	start  mono          // when its check-out started
+	handed mono          // when it was given its result (guarded by pool.mu until then)
+	site   []uintptr     // the call site of its check-out, for the leak detector
 
 	// Guarded by pool.mu.
 	state waiterState
@@ -43,7 +45,7 @@ func (p *Pool) getWaiter() *waiter {
 // putWaiter recycles a waiter whose result was delivered and received; a
 // canceled waiter may still sit in the queue and is left to the collector.
 func (p *Pool) putWaiter(w *waiter) {
-	w.state, w.conn, w.err, w.ticket, w.start = waiterWaiting, nil, nil, 0, time.Time{}
+	w.state, w.conn, w.err, w.ticket, w.start, w.site = waiterWaiting, nil, nil, 0, 0, w.site[:0]
 	p.waiters.Put(w)
 }
 
