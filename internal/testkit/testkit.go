@@ -27,6 +27,18 @@ func Allocated(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
+// LeastAllocated runs f n times and returns the least of the bytes the
+// process allocated while it ran (see Allocated): for an f that allocates
+// the same each time, the allocations of other goroutines (a parallel test,
+// the runtime) do not count unless they came during every run.
+func LeastAllocated(n int, f func()) uint64 {
+	least := uint64(math.MaxUint64)
+	for range max(n, 1) {
+		least = min(least, Allocated(f))
+	}
+	return least
+}
+
 // ExpiresAfter returns a context whose deadline passes at a point the test
 // chooses rather than at a time: its Err reports nil for the first calls
 // calls, then context.DeadlineExceeded. Its Done channel never closes, so
