@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 	"math/big"
@@ -66,7 +67,7 @@ const numberClass = 4
 func compareValues(a, b bson.RawValue) int {
 	ca, cb := typeClass(a.Type), typeClass(b.Type)
 	if ca != cb {
-		return cmpInt(ca, cb)
+		return cmp.Compare(ca, cb)
 	}
 	switch ca {
 	case numberClass:
@@ -78,24 +79,24 @@ func compareValues(a, b bson.RawValue) int {
 	case 8: // binary: length, then subtype, then bytes
 		la, lb := len(a.Value), len(b.Value)
 		if la != lb {
-			return cmpInt(la, lb)
+			return cmp.Compare(la, lb)
 		}
 		return bytes.Compare(safeFrom(a.Value, 4), safeFrom(b.Value, 4))
 	case 10: // false < true
 		ba, _ := a.BooleanOK()
 		bb, _ := b.BooleanOK()
-		return cmpInt(boolInt(ba), boolInt(bb))
+		return cmp.Compare(boolInt(ba), boolInt(bb))
 	case 11:
 		da, _ := a.DateTimeOK()
 		db, _ := b.DateTimeOK()
-		return cmpInt64(da, db)
+		return cmp.Compare(da, db)
 	case 12: // timestamps compare as unsigned (time, increment)
 		ta, ia, _ := a.TimestampOK()
 		tb, ib, _ := b.TimestampOK()
 		if ta != tb {
-			return cmpUint(ta, tb)
+			return cmp.Compare(ta, tb)
 		}
-		return cmpUint(ia, ib)
+		return cmp.Compare(ia, ib)
 	case 13:
 		pa, oa, _ := a.RegexOK()
 		pb, ob, _ := b.RegexOK()
@@ -117,7 +118,7 @@ func compareDocs(a, b []byte, names bool) int {
 	eb, _ := bson.Raw(b).Elements()
 	for i := 0; i < len(ea) && i < len(eb); i++ {
 		va, vb := ea[i].Value(), eb[i].Value()
-		if c := cmpInt(typeClass(va.Type), typeClass(vb.Type)); c != 0 {
+		if c := cmp.Compare(typeClass(va.Type), typeClass(vb.Type)); c != 0 {
 			return c
 		}
 		if names {
@@ -129,7 +130,7 @@ func compareDocs(a, b []byte, names bool) int {
 			return c
 		}
 	}
-	return cmpInt(len(ea), len(eb))
+	return cmp.Compare(len(ea), len(eb))
 }
 
 // compareNumbers compares two numbers of any BSON numeric type exactly. NaN
@@ -138,7 +139,7 @@ func compareNumbers(a, b bson.RawValue) int {
 	ia, aInt := intOf(a)
 	ib, bInt := intOf(b)
 	if aInt && bInt {
-		return cmpInt64(ia, ib)
+		return cmp.Compare(ia, ib)
 	}
 	if a.Type == bson.TypeDecimal128 || b.Type == bson.TypeDecimal128 {
 		return compareExact(a, b)
@@ -146,7 +147,7 @@ func compareNumbers(a, b bson.RawValue) int {
 	fa, fb := floatOf(a), floatOf(b)
 	switch {
 	case math.IsNaN(fa) || math.IsNaN(fb):
-		return cmpInt(boolInt(!math.IsNaN(fa)), boolInt(!math.IsNaN(fb)))
+		return cmp.Compare(boolInt(!math.IsNaN(fa)), boolInt(!math.IsNaN(fb)))
 	case aInt:
 		return -compareFloatInt(fb, ia)
 	case bInt:
@@ -165,7 +166,7 @@ func compareFloatInt(f float64, i int64) int {
 		return 1
 	}
 	t := math.Trunc(f)
-	if c := cmpInt64(int64(t), i); c != 0 {
+	if c := cmp.Compare(int64(t), i); c != 0 {
 		return c
 	}
 	return cmpFloat(f, t) // the fraction decides
@@ -177,7 +178,7 @@ func compareExact(a, b bson.RawValue) int {
 	ra, sa := ratOf(a)
 	rb, sb := ratOf(b)
 	if sa != 0 || sb != 0 || ra == nil || rb == nil {
-		return cmpInt(sa, sb) // specials: -2 NaN, -1 -Inf, 0 finite, 1 +Inf
+		return cmp.Compare(sa, sb) // specials: -2 NaN, -1 -Inf, 0 finite, 1 +Inf
 	}
 	return ra.Cmp(rb)
 }
@@ -352,36 +353,6 @@ func numberKey(v bson.RawValue) string {
 		return strconv.FormatFloat(f, 'g', -1, 64)
 	}
 	return "d" + r.String()
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpUint(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func cmpFloat(a, b float64) int {

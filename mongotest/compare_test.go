@@ -1,6 +1,7 @@
 package mongotest
 
 import (
+	"cmp"
 	"math"
 	"testing"
 
@@ -81,7 +82,7 @@ func TestCompareValues(t *testing.T) {
 		for j, gj := range groups {
 			for _, a := range gi {
 				for _, b := range gj {
-					want := cmpInt(i, j)
+					want := cmp.Compare(i, j)
 					if got := compareValues(a, b); got != want {
 						t.Errorf("compareValues(%v, %v) = %d, want %d", a, b, got, want)
 					}
