@@ -384,34 +384,10 @@ func (f *failover) fail(err error) {
 // waiting and its check-outs so far; refreshed in place on a terminal,
 // otherwise printed every second.
 func progressClient(ctx context.Context, out *console, topo *topologyWatch, w *workload, inPlace bool) {
-	every := time.Second
-	if inPlace {
-		every = 250 * time.Millisecond
-	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	start := time.Now()
-	last, lastOps := start, int64(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			ops := w.ops.Load()
-			rate := float64(ops-lastOps) / now.Sub(last).Seconds()
-			last, lastOps = now, ops
-			topo.refresh()
-			lines := clientProgressLines(now.Sub(start), rate, topo.Description(), topo.live())
-			if inPlace {
-				out.statusBlock(lines)
-			} else {
-				for _, l := range lines {
-					out.println(l)
-				}
-				out.flush()
-			}
-		}
-	}
+	progressLoop(ctx, out, w, inPlace, func(elapsed time.Duration, rate float64) []string {
+		topo.refresh()
+		return clientProgressLines(elapsed, rate, topo.Description(), topo.live())
+	})
 }
 
 // live returns the Stats of the latest pool seen at each address.

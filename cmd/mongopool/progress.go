@@ -92,6 +92,16 @@ func (c *console) flush() {
 // refreshed in place several times a second, otherwise (or when every event
 // is printed) a plain line per second.
 func progress(ctx context.Context, out *console, p *pool.Pool, w *workload, inPlace bool) {
+	progressLoop(ctx, out, w, inPlace, func(elapsed time.Duration, rate float64) []string {
+		return []string{progressLine(elapsed, rate, p.Stats())}
+	})
+}
+
+// progressLoop prints the lines that render returns, from the time since
+// the start and the operations per second since the last time: every 250 ms
+// in place on a terminal (a single line as a status line, several as a
+// block), otherwise every second as plain lines.
+func progressLoop(ctx context.Context, out *console, w *workload, inPlace bool, render func(elapsed time.Duration, rate float64) []string) {
 	every := time.Second
 	if inPlace {
 		every = 250 * time.Millisecond
@@ -108,11 +118,16 @@ func progress(ctx context.Context, out *console, p *pool.Pool, w *workload, inPl
 			ops := w.ops.Load()
 			rate := float64(ops-lastOps) / now.Sub(last).Seconds()
 			last, lastOps = now, ops
-			line := progressLine(now.Sub(start), rate, p.Stats())
-			if inPlace {
-				out.status(line)
-			} else {
-				out.println(line)
+			lines := render(now.Sub(start), rate)
+			switch {
+			case inPlace && len(lines) == 1:
+				out.status(lines[0])
+			case inPlace:
+				out.statusBlock(lines)
+			default:
+				for _, l := range lines {
+					out.println(l)
+				}
 				out.flush()
 			}
 		}
