@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // recordTB is a testing.TB that records failures instead of failing the
@@ -44,21 +43,11 @@ func (r *recordTB) Failed() bool {
 	return len(r.msgs) > 0
 }
 
-// runRecorded runs the runner on the file at path and returns its failures.
+// runRecorded runs the SDAM runner on the file at path and returns its
+// failures.
 func runRecorded(t *testing.T, path string) string {
 	t.Helper()
-	r := &recordTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runSpecFile(r, path)
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the runner did not return within 10s")
-	}
-	return strings.Join(r.msgs, "\n")
+	return recordRun(t, runSpecFile, path)
 }
 
 // mutated writes a copy of the spec file folder/name, changed by change, to
