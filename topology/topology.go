@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -742,28 +743,27 @@ func (t *Topology) unusable() error {
 // pickServer picks among candidates those that have a pool, two at random,
 // and counts an operation on the one with fewer in progress.
 func pickServer(snap *snapshot, candidates []ServerDescription) *Server {
-	var a, b *Server
-	switch n := len(candidates); n {
-	case 0:
-		return nil
-	case 1:
-		a = snap.servers[candidates[0].Address]
-	default:
-		i := rand.IntN(n)
-		j := rand.IntN(n - 1)
-		if j >= i {
-			j++
-		}
-		a, b = snap.servers[candidates[i].Address], snap.servers[candidates[j].Address]
-		if a == nil || b != nil && b.inProgress.Load() < a.inProgress.Load() {
-			a = b
-		}
-	}
-	if a == nil {
+	// A candidate without a pool yet counts as the busiest: it is picked
+	// only when both draws fall on such servers, and then none is.
+	i := Choose(candidates, rand.IntN, snap.inProgress)
+	if i < 0 {
 		return nil
 	}
-	a.inProgress.Add(1)
-	return a
+	s := snap.servers[candidates[i].Address]
+	if s == nil {
+		return nil
+	}
+	s.inProgress.Add(1)
+	return s
+}
+
+// inProgress returns the operations in progress on the server at address,
+// or math.MaxInt64 when it has no pool in this snapshot.
+func (snap *snapshot) inProgress(address string) int64 {
+	if s := snap.servers[address]; s != nil {
+		return s.inProgress.Load()
+	}
+	return math.MaxInt64
 }
 
 // SelectionError is returned by SelectServer when no suitable server was
