@@ -163,10 +163,12 @@ func parseOSRelease(data []byte) map[string]string {
 	return vals
 }
 
-// detectEnv fills client.env from the environment per the handshake
-// specification's FaaS and container rules.
-func detectEnv(getenv func(string) string, exists func(string) bool) envInfo {
-	var e envInfo
+// FaaSName returns the name of the function-as-a-service platform the
+// environment variables read by getenv say the client runs on, as the
+// handshake's client.env.name gives it ("aws.lambda", "azure.func",
+// "gcp.func", "vercel"), or "" when none, or more than one, is detected.
+// Server monitors poll rather than stream on such platforms.
+func FaaSName(getenv func(string) string) string {
 	names := map[string]bool{}
 	if strings.HasPrefix(getenv("AWS_EXECUTION_ENV"), "AWS_Lambda_") || getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 		names[envAWSLambda] = true
@@ -181,11 +183,19 @@ func detectEnv(getenv func(string) string, exists func(string) bool) envInfo {
 		names[envVercel] = true
 		delete(names, envAWSLambda) // vercel takes precedence over aws.lambda
 	}
-	if len(names) == 1 {
-		for n := range names {
-			e.name = n
-		}
+	if len(names) != 1 {
+		return ""
 	}
+	for n := range names {
+		return n
+	}
+	return ""
+}
+
+// detectEnv fills client.env from the environment per the handshake
+// specification's FaaS and container rules.
+func detectEnv(getenv func(string) string, exists func(string) bool) envInfo {
+	e := envInfo{name: FaaSName(getenv)}
 	switch e.name {
 	case envAWSLambda:
 		e.region = getenv("AWS_REGION")

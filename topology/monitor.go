@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,20 +193,7 @@ func onFaaS(getenv func(string) string) bool {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	aws := strings.HasPrefix(getenv("AWS_EXECUTION_ENV"), "AWS_Lambda_") || getenv("AWS_LAMBDA_RUNTIME_API") != ""
-	azure := getenv("FUNCTIONS_WORKER_RUNTIME") != ""
-	gcp := getenv("K_SERVICE") != "" || getenv("FUNCTION_NAME") != ""
-	vercel := getenv("VERCEL") != ""
-	if vercel {
-		aws = false
-	}
-	n := 0
-	for _, on := range []bool{aws, azure, gcp, vercel} {
-		if on {
-			n++
-		}
-	}
-	return n == 1
+	return handshake.FaaSName(getenv) != ""
 }
 
 // RequestCheck asks for a check as soon as the monitor may: at once if the
