@@ -336,3 +336,17 @@ func (p *Pool) Close() error {
 	p.sdam.close()
 	return p.p.Close()
 }
+
+// Shutdown is Close that first lets the connections checked out come back,
+// until ctx ends: see pool.Pool.Shutdown.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	p.sdam.close()
+	return p.p.Shutdown(ctx)
+}
+
+// Warm establishes connections up to minPoolSize, or target if above 0, and
+// returns once they are established, telling progress (if not nil) as they
+// are: see pool.Pool.Warm.
+func (p *Pool) Warm(ctx context.Context, target int, progress func(pool.WarmProgress)) error {
+	return p.p.Warm(ctx, target, progress)
+}

@@ -80,6 +80,7 @@ func (p *Pool) retryNow() {
 	defer p.leaveWorker(p.enterWorker())
 	p.mu.Lock()
 	p.retry = nil
+	p.changedLocked()
 	var ob outbox
 	if p.state == stateReady {
 		p.populateLocked(&ob)

@@ -87,5 +87,14 @@ func (p *Pool) checkInPerishedLocked(c *Conn) (reason string, err error) {
 	if c.gen != c.svc.gen { // a checked-out connection has its service
 		return ReasonStale, nil
 	}
+	if c.expires != 0 && p.clock() >= c.expires {
+		return ReasonLifetime, nil
+	}
+	if p.cfg.maxPoolSize > 0 && len(p.conns) > p.cfg.maxPoolSize {
+		// Reconfigure lowered maxPoolSize: the pool shrinks as its
+		// connections come back, even with check-outs waiting, which the
+		// connections still in use will serve once it fits the limit.
+		return ReasonShrunk, nil
+	}
 	return "", nil
 }

@@ -148,7 +148,7 @@ func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, ticket
 		start = p.clock()
 	}
 	w := p.getWaiter()
-	w.ticket, w.start = ticket, start
+	w.ticket, w.start, w.queued = ticket, start, p.cfg.waitQueueTimeout
 	keepSite(&w.site, site)
 	p.queue.push(w)
 	p.waiting++
@@ -160,7 +160,7 @@ func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, ticket
 // The wait is timed from w.start, when the check-out began.
 func (p *Pool) await(ctx context.Context, w *waiter, start mono) (*Conn, error) {
 	done := ctx.Done()
-	if done == nil && p.cfg.waitQueueTimeout <= 0 && p.cfg.timeout <= 0 {
+	if done == nil && w.queued <= 0 && p.cfg.timeout <= 0 {
 		// Nothing can end the wait but its result: a plain receive is
 		// cheaper than the select below.
 		<-w.ch
@@ -171,7 +171,7 @@ func (p *Pool) await(ctx context.Context, w *waiter, start mono) (*Conn, error) 
 	// own connection is being established is past it. timeoutMS and the
 	// context limit the whole check-out.
 	var queueDeadline, totalDeadline time.Time
-	if d := p.cfg.waitQueueTimeout; d > 0 {
+	if d := w.queued; d > 0 {
 		queueDeadline = began.Add(d)
 	}
 	if d := p.cfg.timeout; d > 0 {

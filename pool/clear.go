@@ -63,6 +63,7 @@ func (p *Pool) Clear(o ClearOptions) error {
 	}
 	p.dispatchLocked(&ob) // an interrupt may have made room (load-balanced mode)
 	p.counts.clears.Add(1)
+	p.changedLocked()
 	if announce {
 		ob.setPoolEvent(PoolCleared, o.ServiceID, o.InterruptInUse, true)
 	}

@@ -100,6 +100,7 @@ type Conn struct {
 	forWaiter    bool      // being established for a check-out (vs. for minPoolSize)
 	idleSince    time.Time // when it became available; set only when maxIdleTime > 0
 	created      mono      // when it was created
+	expires      mono      // when its lifetime ends (WithMaxLifetime); 0 for never
 	index        int       // position in pool.conns
 	cancel       context.CancelFunc
 	closeReason  string

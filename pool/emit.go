@@ -117,6 +117,7 @@ var logMessages = [...]string{
 	ConnectionCheckedOut:      "Connection checked out",
 	ConnectionCheckedIn:       "Connection checked in",
 	ConnectionLeakSuspected:   "Connection checked out longer than the leak threshold",
+	PoolReconfigured:          "Connection pool reconfigured",
 }
 
 // The specification's reason strings of the log messages, by event reason.
@@ -126,6 +127,8 @@ var (
 		ReasonIdle:       "Connection has been available but unused for longer than the configured max idle time",
 		ReasonError:      "An error occurred while using the connection",
 		ReasonPoolClosed: "Connection pool was closed",
+		ReasonLifetime:   "Connection is older than the configured max lifetime",
+		ReasonShrunk:     "Connection is above the pool's lowered max pool size",
 	}
 	checkOutFailedReasons = map[string]string{
 		ReasonTimeout:         "Wait queue timeout elapsed without a connection becoming available",
@@ -150,7 +153,7 @@ func (p *Pool) log(l *slog.Logger, level slog.Level, e *Event) {
 		attrs = append(attrs, slog.Int64("driverConnectionId", e.ConnectionID))
 	}
 	switch e.Type {
-	case PoolCreated:
+	case PoolCreated, PoolReconfigured:
 		for _, k := range logOptionOrder {
 			if v, ok := e.Options[k]; ok {
 				attrs = append(attrs, slog.Int64(k, v))

@@ -55,6 +55,10 @@ func HasErrorLabel(err error, label string) bool {
 // PoolClosedError is returned by a check-out from a closed pool.
 type PoolClosedError struct {
 	Address string // the pool's endpoint
+	// Interrupted is set on the error of a connection that was still
+	// checked out when the context of [Pool.Shutdown] ended: its link was
+	// closed under its user.
+	Interrupted bool
 }
 
 // The specification's messages. The test files of the specification write
@@ -66,6 +70,9 @@ const (
 )
 
 func (e *PoolClosedError) Error() string {
+	if e.Interrupted {
+		return "Connection to " + e.Address + " interrupted because its pool was shut down"
+	}
 	return msgPoolClosed + " (address " + e.Address + ")"
 }
 

@@ -25,6 +25,10 @@ const (
 	// specification's: the leak detector found a connection checked out
 	// for its threshold or longer (see WithLeakDetector).
 	ConnectionLeakSuspected
+	// PoolReconfigured is the pool's own event, not the specification's:
+	// Reconfigure changed the pool's limits. Its Options hold the
+	// specification's options as they are now (all of them, set or not).
+	PoolReconfigured
 )
 
 var eventNames = [...]string{
@@ -40,6 +44,7 @@ var eventNames = [...]string{
 	ConnectionCheckedOut:      "ConnectionCheckedOut",
 	ConnectionCheckedIn:       "ConnectionCheckedIn",
 	ConnectionLeakSuspected:   "ConnectionLeakSuspected",
+	PoolReconfigured:          "ConnectionPoolReconfigured",
 }
 
 func (t EventType) String() string {
@@ -57,6 +62,10 @@ const (
 	ReasonPoolClosed      = "poolClosed"      // closed, or check-out failed: the pool is closed
 	ReasonTimeout         = "timeout"         // check-out failed: a time limit elapsed
 	ReasonConnectionError = "connectionError" // check-out failed: establishment failed or the pool is paused
+
+	// The pool's own reasons, for its extensions of the specification.
+	ReasonLifetime = "lifetime" // closed: older than its lifetime (WithMaxLifetime)
+	ReasonShrunk   = "shrunk"   // closed: above a maxPoolSize that Reconfigure lowered
 )
 
 // Event is one pool event. Which fields are set depends on Type, as the
@@ -64,8 +73,8 @@ const (
 // have ConnectionID; ConnectionReady, ConnectionCheckedOut and
 // ConnectionCheckOutFailed have Duration; ConnectionClosed and
 // ConnectionCheckOutFailed have Reason (and Err when the reason is an error);
-// PoolCleared has ServiceID (load-balanced mode) and Interrupt; PoolCreated has
-// Options; ConnectionLeakSuspected has ConnectionID, Duration and CallSite.
+// PoolCleared has ServiceID (load-balanced mode) and Interrupt; PoolCreated and
+// PoolReconfigured have Options; ConnectionLeakSuspected has ConnectionID, Duration and CallSite.
 //
 // An Event is passed by value and built only when someone listens. (Its small
 // fields come first, together, so that it stays 96 bytes, which the compiler
@@ -87,8 +96,8 @@ type Event struct {
 	Duration time.Duration
 	Reason   string
 	Err      error
-	// Options holds the specification's pool options the user set, by their
-	// specification names (maxPoolSize, minPoolSize, maxConnecting,
+	// Options holds the specification's pool options the user set (all of
+	// them, after a Reconfigure), by their specification names (maxPoolSize, minPoolSize, maxConnecting,
 	// maxIdleTimeMS, waitQueueTimeoutMS), with times in milliseconds.
 	Options map[string]int64
 	// CallSite is where the connection of a ConnectionLeakSuspected event

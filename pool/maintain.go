@@ -57,8 +57,8 @@ func (p *Pool) maintain() {
 	}
 }
 
-// maintenanceRun closes the idle connections that have perished (stale or idle
-// too long) and starts establishments toward minPoolSize, as many as
+// maintenanceRun closes the idle connections that have perished (stale, idle
+// too long, past their lifetime) and those above maxPoolSize, and starts establishments toward minPoolSize, as many as
 // maxConnecting and maxPoolSize allow now, without waiting for any.
 func (p *Pool) maintenanceRun() {
 	p.mu.Lock()
@@ -77,6 +77,7 @@ func (p *Pool) maintenanceRun() {
 	}
 	clear(p.idle[len(kept):])
 	p.idle = kept
+	p.shrinkLocked(&ob) // connections established after Reconfigure lowered maxPoolSize
 	p.dispatchLocked(&ob)
 	p.populateLocked(&ob)
 	p.finishLocked(&ob, false)

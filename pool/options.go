@@ -38,8 +38,13 @@ type config struct {
 	leakDetector        bool // WithLeakDetector was given
 	leakThreshold       time.Duration
 	leakFrames          int // frames of a check-out's call site the leak detector keeps
+	maxLifetime         time.Duration
+	lifetimeJitter      time.Duration
 
 	set optionSet // which options the user gave, for the created event and log
+	// fixed names an option given that Reconfigure cannot change (the last
+	// one applied), for its error; "" if there is none.
+	fixed string
 }
 
 // optionSet records which of the specification's options the user set.
@@ -89,7 +94,7 @@ func WithWaitQueueTimeout(d time.Duration) Option {
 // gives up after this long in all, establishment included. 0 means no limit.
 // The context's deadline applies as well; the earliest limit wins.
 func WithTimeout(d time.Duration) Option {
-	return func(c *config) { c.timeout = d }
+	return func(c *config) { c.timeout = d; c.fixed = "timeoutMS" }
 }
 
 // WithConnectTimeout bounds the whole establishment of one connection (dial,
@@ -98,7 +103,7 @@ func WithTimeout(d time.Duration) Option {
 // so a caller that gives up wastes no half-built connection. 0 means no limit.
 // Default 10s, the default of connectTimeoutMS.
 func WithConnectTimeout(d time.Duration) Option {
-	return func(c *config) { c.connectTimeout = d }
+	return func(c *config) { c.connectTimeout = d; c.fixed = "connectTimeoutMS" }
 }
 
 // WithMaintenanceInterval sets the time between two runs of the background
@@ -108,14 +113,14 @@ func WithConnectTimeout(d time.Duration) Option {
 // at once after Ready, after Clear and whenever an establishment ends below
 // minPoolSize.
 func WithMaintenanceInterval(d time.Duration) Option {
-	return func(c *config) { c.maintenanceInterval = d }
+	return func(c *config) { c.maintenanceInterval = d; c.fixed = "maintenanceInterval" }
 }
 
 // WithLoadBalanced puts the pool in load-balanced mode: the Connector must
 // report each connection's serviceId, generations are kept per service, and
 // Clear takes a serviceId and neither pauses the pool nor empties its queue.
 func WithLoadBalanced(on bool) Option {
-	return func(c *config) { c.loadBalanced = on }
+	return func(c *config) { c.loadBalanced = on; c.fixed = "loadBalanced" }
 }
 
 // WithEventHandler subscribes fn to the pool's events. Handlers are called in
@@ -132,6 +137,7 @@ func WithEventHandler(fn func(Event)) Option {
 		if fn != nil {
 			c.handlers = append(c.handlers, fn)
 		}
+		c.fixed = "eventHandler"
 	}
 }
 
@@ -139,7 +145,7 @@ func WithEventHandler(fn func(Event)) Option {
 // to l at Debug level, with the attribute component="connection". Nothing is
 // formatted unless l is enabled for Debug.
 func WithLogger(l *slog.Logger) Option {
-	return func(c *config) { c.logger = l }
+	return func(c *config) { c.logger = l; c.fixed = "logger" }
 }
 
 // WithEstablishErrorHandler registers fn to be told of every failed
@@ -151,6 +157,7 @@ func WithLogger(l *slog.Logger) Option {
 // so that a user's handler does not displace a topology layer's.
 func WithEstablishErrorHandler(fn func(error)) Option {
 	return func(c *config) {
+		c.fixed = "establishErrorHandler"
 		switch prev := c.establishFailed; {
 		case fn == nil:
 		case prev == nil:
@@ -172,7 +179,7 @@ func WithEstablishErrorHandler(fn func(error)) Option {
 // The leak detector times every check-out anyway: with it on, every use is
 // timed.
 func WithUseSampling(every int) Option {
-	return func(c *config) { c.useSampling = every }
+	return func(c *config) { c.useSampling = every; c.fixed = "useSampling" }
 }
 
 // MaxFlightRecorder is the most events [WithFlightRecorder] keeps.
@@ -187,7 +194,7 @@ const MaxFlightRecorder = 1 << 16
 // [WithEventHandler]). 0, the default, turns it off; n must not be above
 // [MaxFlightRecorder].
 func WithFlightRecorder(n int) Option {
-	return func(c *config) { c.flightRecorder = n }
+	return func(c *config) { c.flightRecorder = n; c.fixed = "flightRecorder" }
 }
 
 // MaxCallSiteFrames is the most frames of a call site [WithLeakDetector]
@@ -211,7 +218,24 @@ const MaxCallSiteFrames = 64
 // costs nothing. threshold must be positive; frames between 0 and
 // [MaxCallSiteFrames].
 func WithLeakDetector(threshold time.Duration, frames int) Option {
-	return func(c *config) { c.leakDetector, c.leakThreshold, c.leakFrames = true, threshold, frames }
+	return func(c *config) {
+		c.leakDetector, c.leakThreshold, c.leakFrames = true, threshold, frames
+		c.fixed = "leakDetector"
+	}
+}
+
+// WithMaxLifetime closes connections once they are older than lifetime
+// (counted from their creation), less a random part of jitter drawn for each
+// connection, so that connections made together, after a failover or a
+// scale-out, do not all expire together and the load they carry spreads to
+// the servers of the moment. A connection that has expired is closed, with
+// reason [ReasonLifetime], when it is checked in or found idle (by a
+// check-out or the maintenance), never while it is checked out.
+//
+// This is an extension of the specification, off by default (a lifetime of
+// 0). jitter must be between 0 and lifetime.
+func WithMaxLifetime(lifetime, jitter time.Duration) Option {
+	return func(c *config) { c.maxLifetime, c.lifetimeJitter = lifetime, jitter; c.fixed = "maxLifetime" }
 }
 
 // Logger returns the logger given with [WithLogger], or nil: a layer above
@@ -231,11 +255,14 @@ func defaultConfig() config {
 // OptionError reports an invalid pool option.
 type OptionError struct {
 	Option string // the specification's name of the option, e.g. "maxConnecting"
-	Value  any    // the value that was given
+	Value  any    // the value that was given; nil when the option was refused whatever its value
 	Reason string // what the value must be instead
 }
 
 func (e *OptionError) Error() string {
+	if e.Value == nil {
+		return fmt.Sprintf("mongopool: pool option %s: %s", e.Option, e.Reason)
+	}
 	return fmt.Sprintf("mongopool: invalid pool option %s=%v: %s", e.Option, e.Value, e.Reason)
 }
 
@@ -263,6 +290,10 @@ func (c *config) validate() error {
 		return &OptionError{"useSampling", c.useSampling, "must be >= 1 (1 times every check-out)"}
 	case c.flightRecorder < 0 || c.flightRecorder > MaxFlightRecorder:
 		return &OptionError{"flightRecorder", c.flightRecorder, fmt.Sprintf("must be between 0 (off) and %d", MaxFlightRecorder)}
+	case c.maxLifetime < 0:
+		return &OptionError{"maxLifetime", c.maxLifetime, "must be >= 0 (0 means no limit)"}
+	case c.lifetimeJitter < 0 || c.lifetimeJitter > c.maxLifetime:
+		return &OptionError{"lifetimeJitter", c.lifetimeJitter, fmt.Sprintf("must be between 0 and maxLifetime (%v)", c.maxLifetime)}
 	case c.leakDetector && c.leakThreshold <= 0:
 		return &OptionError{"leakThreshold", c.leakThreshold, "must be positive"}
 	case c.leakDetector && (c.leakFrames < 0 || c.leakFrames > MaxCallSiteFrames):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,7 @@ type Pool struct {
 	retry      *time.Timer    // ends the backoff, when something waits for it
 	sampler    useSampler     // picks the check-outs whose use is timed
 	rec        recorder       // the flight recorder; its ring is set once, by New
+	changed    chan struct{}  // closed at the next change Warm or Shutdown waits for: see changeLocked
 
 	counts counters // running totals, read by Stats
 }
@@ -181,6 +183,24 @@ func (p *Pool) Close() error {
 	// Whether the caller is code the pool runs is read before anything
 	// changes: the answer decides what Close may wait for.
 	inside := p.calledByPool()
+	p.markClosed()
+	if inside {
+		return nil
+	}
+	p.wait()
+	return nil
+}
+
+// wait waits for the pool's goroutines to end and Close's events to be
+// delivered.
+func (p *Pool) wait() {
+	p.wg.Wait()
+	<-p.closed
+}
+
+// markClosed makes the pool closed, if it is not yet: the state change of
+// Close.
+func (p *Pool) markClosed() {
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
@@ -202,14 +222,9 @@ func (p *Pool) Close() error {
 		ob.delivered = p.closed
 		close(p.stop)
 		p.cancelAll()
+		p.changedLocked()
 		p.finishLocked(&ob, true)
 	}
-	if inside {
-		return nil
-	}
-	p.wg.Wait()
-	<-p.closed
-	return nil
 }
 
 // calledByPool reports whether the caller runs on a goroutine that a Close
@@ -287,6 +302,12 @@ func (p *Pool) newConnLocked(forWaiter bool, ob *outbox) {
 		c.svc, c.gen = &p.main, p.main.gen
 	}
 	c.created = p.clock() // for the Establish histogram and the ConnectionReady event
+	if life := p.cfg.maxLifetime; life > 0 {
+		if j := p.cfg.lifetimeJitter; j > 0 {
+			life -= rand.N(j)
+		}
+		c.expires = c.created + mono(life)
+	}
 	p.conns = append(p.conns, c)
 	p.pending++
 	if forWaiter {
@@ -331,6 +352,7 @@ func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
 		}
 	case stateInUse, stateCheckingIn:
 		p.inUse--
+		p.changedLocked()
 	}
 	c.state, c.closeReason, c.closeErr = stateClosed, reason, err
 
@@ -353,6 +375,7 @@ func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
 // counts, and reports whether it was being established for a check-out.
 func (p *Pool) endPendingLocked(c *Conn) (forWaiter bool) {
 	p.pending--
+	p.changedLocked()
 	if !c.forWaiter {
 		return false
 	}
@@ -371,13 +394,16 @@ func (p *Pool) releaseLinkLocked(c *Conn, ob *outbox) {
 }
 
 // perishedLocked returns why the available connection c must not be checked
-// out ("" if it may be), reading the clock only when maxIdleTimeMS is set.
+// out ("" if it may be), reading the clock only when maxIdleTimeMS or a
+// lifetime is set.
 func (p *Pool) perishedLocked(c *Conn) (reason string, err error) {
 	switch {
 	case c.gen != c.svc.gen:
 		return ReasonStale, nil
 	case p.cfg.maxIdleTime > 0 && time.Since(c.idleSince) > p.cfg.maxIdleTime:
 		return ReasonIdle, nil
+	case c.expires != 0 && p.clock() >= c.expires:
+		return ReasonLifetime, nil
 	}
 	if err := c.link.Err(); err != nil {
 		return ReasonError, err
@@ -551,4 +577,23 @@ func (p *Pool) runMaintenanceSoon() {
 // establish for minPoolSize.
 func (p *Pool) belowMinLocked() bool {
 	return p.populate && len(p.conns) < p.cfg.minPoolSize
+}
+
+// changeLocked returns a channel closed at the next change that Warm or
+// Shutdown waits for: the end of an establishment, the close of a
+// connection that was checked out, a clear, the end of a backoff, Close.
+// Nothing is made unless someone waits.
+func (p *Pool) changeLocked() <-chan struct{} {
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+// changedLocked wakes those waiting for a change.
+func (p *Pool) changedLocked() {
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 }

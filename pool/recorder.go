@@ -28,7 +28,8 @@ type record struct {
 
 // recordReasons are the reasons an event may carry, by their index in a
 // record; 0 is none.
-var recordReasons = [...]string{"", ReasonStale, ReasonIdle, ReasonError, ReasonPoolClosed, ReasonTimeout, ReasonConnectionError}
+var recordReasons = [...]string{"", ReasonStale, ReasonIdle, ReasonError, ReasonPoolClosed, ReasonTimeout, ReasonConnectionError,
+	ReasonLifetime, ReasonShrunk}
 
 func reasonIndex(reason string) uint8 {
 	for i, r := range recordReasons {

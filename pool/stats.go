@@ -28,10 +28,13 @@ type Stats struct {
 	Generation uint64
 	Services   int
 
-	// Limits, as configured.
-	MaxPoolSize   int // 0 means no limit
-	MinPoolSize   int
-	MaxConnecting int
+	// Limits, as configured now (see Reconfigure).
+	MaxPoolSize      int // 0 means no limit
+	MinPoolSize      int
+	MaxConnecting    int
+	MaxIdleTime      time.Duration // 0 means no limit
+	WaitQueueTimeout time.Duration // 0 means no limit
+	MaxLifetime      time.Duration // 0 means no limit (WithMaxLifetime)
 
 	// Connections created and closed since the pool was created; closes by
 	// reason.
@@ -41,6 +44,8 @@ type Stats struct {
 	ClosedIdle       int64 // idle longer than maxIdleTimeMS
 	ClosedError      int64 // broken, or failed to establish
 	ClosedPoolClosed int64 // by Close
+	ClosedLifetime   int64 // older than their lifetime (WithMaxLifetime)
+	ClosedShrunk     int64 // above a maxPoolSize that Reconfigure lowered
 	EstablishFailed  int64 // establishments that failed (also in ClosedError)
 
 	// Check-outs since the pool was created.
@@ -88,6 +93,7 @@ type Stats struct {
 type counters struct {
 	created, establishFailed                              atomic.Int64
 	closedStale, closedIdle, closedError, closedPoolClose atomic.Int64
+	closedLifetime, closedShrunk                          atomic.Int64
 	waits, waitNanos                                      atomic.Int64
 	clears, leaks                                         atomic.Int64
 
@@ -112,6 +118,10 @@ func (c *counters) closed(reason string) {
 		c.closedError.Add(1)
 	case ReasonPoolClosed:
 		c.closedPoolClose.Add(1)
+	case ReasonLifetime:
+		c.closedLifetime.Add(1)
+	case ReasonShrunk:
+		c.closedShrunk.Add(1)
 	}
 }
 
@@ -139,11 +149,16 @@ func (p *Pool) Stats() Stats {
 		MaxPoolSize:      p.cfg.maxPoolSize,
 		MinPoolSize:      p.cfg.minPoolSize,
 		MaxConnecting:    p.cfg.maxConnecting,
+		MaxIdleTime:      p.cfg.maxIdleTime,
+		WaitQueueTimeout: p.cfg.waitQueueTimeout,
+		MaxLifetime:      p.cfg.maxLifetime,
 		Created:          c.created.Load(),
 		ClosedStale:      c.closedStale.Load(),
 		ClosedIdle:       c.closedIdle.Load(),
 		ClosedError:      c.closedError.Load(),
 		ClosedPoolClosed: c.closedPoolClose.Load(),
+		ClosedLifetime:   c.closedLifetime.Load(),
+		ClosedShrunk:     c.closedShrunk.Load(),
 		EstablishFailed:  c.establishFailed.Load(),
 		CheckedOut:       c.checkedOut,
 		CheckedIn:        c.checkedIn,
@@ -157,7 +172,7 @@ func (p *Pool) Stats() Stats {
 		Establish:        c.establish.load(),
 		Use:              c.use.load(),
 	}
-	s.Closed = s.ClosedStale + s.ClosedIdle + s.ClosedError + s.ClosedPoolClosed
+	s.Closed = s.ClosedStale + s.ClosedIdle + s.ClosedError + s.ClosedPoolClosed + s.ClosedLifetime + s.ClosedShrunk
 	s.CheckOutWait.Counts[0] += uint64(c.immediate)
 	s.CheckOutWait.Count += uint64(c.immediate)
 	return s

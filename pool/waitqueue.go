@@ -25,6 +25,7 @@ type waiter struct {
 	start  mono          // when its check-out started
 	handed mono          // when it was given its result (guarded by pool.mu until then)
 	site   []uintptr     // the call site of its check-out, for the leak detector
+	queued time.Duration // waitQueueTimeoutMS when it was queued: Reconfigure may change the pool's
 
 	// Guarded by pool.mu.
 	state waiterState

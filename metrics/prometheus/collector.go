@@ -132,6 +132,8 @@ func collectPool(ch chan<- prometheus.Metric, name string, s pool.Stats) {
 	counter(descs.closed, s.ClosedIdle, pool.ReasonIdle)
 	counter(descs.closed, s.ClosedError, pool.ReasonError)
 	counter(descs.closed, s.ClosedPoolClosed, pool.ReasonPoolClosed)
+	counter(descs.closed, s.ClosedLifetime, pool.ReasonLifetime)
+	counter(descs.closed, s.ClosedShrunk, pool.ReasonShrunk)
 	counter(descs.establishFailures, s.EstablishFailed)
 	counter(descs.checkOuts, s.CheckedOut)
 	counter(descs.checkOutFailures, s.CheckOutFailed)
@@ -192,7 +194,7 @@ func newDescs() *descSet {
 		state:          desc("state", "1 for the state the pool is in, 0 for the others. A paused pool (after a clear, until the server is seen healthy again) fails its check-outs at once.", "state"),
 
 		created:           desc("connections_created_total", "Connections the pool has created (started to establish)."),
-		closed:            desc("connections_closed_total", "Connections the pool has closed, by reason: stale (the pool was cleared), idle (idle longer than maxIdleTimeMS), error (broken, or failed to establish), poolClosed.", "reason"),
+		closed:            desc("connections_closed_total", "Connections the pool has closed, by reason: stale (the pool was cleared), idle (idle longer than maxIdleTimeMS), error (broken, or failed to establish), poolClosed, lifetime (older than the maximum lifetime), shrunk (above a lowered maxPoolSize).", "reason"),
 		establishFailures: desc("connection_establish_failures_total", "Establishments of a connection that failed (also counted as closed with reason error)."),
 		checkOuts:         desc("checkouts_total", "Check-outs that got a connection."),
 		checkOutFailures:  desc("checkout_failures_total", "Check-outs that failed, timeouts included."),
