@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,10 @@ type Client struct {
 	// string's settings, with the client's dialer and TLS configuration.
 	connConfig func(address string) (connection.Config, error)
 	opIDs      atomic.Int64
+
+	poolsMu sync.Mutex    // protects following fields
+	pools   []*pool.Pool  // the pools made for servers, closed ones until the next pass
+	reconf  []pool.Option // limits set by Reconfigure, for the pools made later
 }
 
 // ClientOption configures a Client beyond its connection string.
@@ -260,7 +265,15 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 				return nil, err
 			}
 			o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
-			return pool.New(address, NewConnector(ccfg), append(o, cfg.poolOpts...)...)
+			o = append(o, cfg.poolOpts...)
+			// Under the lock: a Reconfigure either is in o or sees the pool.
+			c.poolsMu.Lock()
+			defer c.poolsMu.Unlock()
+			p, err := pool.New(address, NewConnector(ccfg), append(o, c.reconf...)...)
+			if err == nil {
+				c.pools = append(slices.DeleteFunc(c.pools, poolClosed), p)
+			}
+			return p, err
 		},
 		StartMonitor: c.monitorStarter(cs, cfg.minHeartbeat),
 		EventHandler: cfg.events,
