@@ -28,7 +28,9 @@ type Stats struct {
 	Generation uint64
 	Services   int
 
-	// Limits, as configured now (see Reconfigure).
+	// Limits, as configured now. After a Reconfigure that lowered
+	// MaxPoolSize, Total stays above it until enough connections in use
+	// have come back (see Reconfigure).
 	MaxPoolSize      int // 0 means no limit
 	MinPoolSize      int
 	MaxConnecting    int
