@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mongopool/mongopool/dashboard"
+	"github.com/mongopool/mongopool/internal/pooltest"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkCheckOutCheckIn(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			opts := append([]pool.Option{pool.WithMaintenanceInterval(-1)}, c.opts...)
-			p, err := pool.New("bench.example:27017", connector{}, opts...)
+			p, err := pool.New("bench.example:27017", &pooltest.Connector{}, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mongopool/mongopool/dashboard"
+	"github.com/mongopool/mongopool/internal/pooltest"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -19,19 +20,20 @@ import (
 // queue, the totals and the limits.
 func TestStreamCarriesStats(t *testing.T) {
 	d, srv := newDashboard(t, dashboard.WithInterval(20*time.Millisecond))
-	gate := make(chan struct{})
-	p := newPool(t, "db.example:27017", connector{free: 3, gate: gate},
+	conns := &pooltest.Connector{}
+	p := pooltest.ReadyPool(t, "db.example:27017", conns,
 		pool.WithMaxPoolSize(4), pool.WithEventHandler(d.EventHandler("orders")))
 	if err := d.Add("orders", p); err != nil {
 		t.Fatal(err)
 	}
-	a, b, c := checkOut(t, p), checkOut(t, p), checkOut(t, p)
+	a, b, c := pooltest.CheckOut(t, p), pooltest.CheckOut(t, p), pooltest.CheckOut(t, p)
 	defer p.CheckIn(a)
 	defer p.CheckIn(c)
 
 	// Two check-outs wait: one for the connection being established for
-	// it, which the gate holds, then one in the queue, as the pool is at
-	// maxPoolSize.
+	// it, which the connector holds, then one in the queue, as the pool is
+	// at maxPoolSize.
+	conns.Hold()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	waiter := func() {
@@ -75,7 +77,7 @@ func TestStreamCarriesStats(t *testing.T) {
 		t.Errorf("listening %v, event counts %v; want the handler's events", ps.Listening, ps.EventCounts)
 	}
 
-	close(gate)
+	conns.Release()
 	p.CheckIn(b)
 	s = st.until("the waiting check-outs served", func(s *snapshotJSON) bool {
 		ps := s.pool("orders")
@@ -93,14 +95,14 @@ func TestStreamCarriesStats(t *testing.T) {
 func TestWindowedPercentiles(t *testing.T) {
 	const establish = 20 * time.Millisecond
 	d, srv := newDashboard(t)
-	p := newPool(t, "db.example:27017", connector{delay: establish})
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{Delay: establish})
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
 	// Many check-outs served at once by an idle connection: a wait of 0.
-	p.CheckIn(checkOut(t, p))
+	p.CheckIn(pooltest.CheckOut(t, p))
 	for range 100 {
-		p.CheckIn(checkOut(t, p))
+		p.CheckIn(pooltest.CheckOut(t, p))
 	}
 	s0 := snapshotOf(t, srv)
 	first := s0.pool("p")
@@ -112,8 +114,8 @@ func TestWindowedPercentiles(t *testing.T) {
 	}
 
 	// One more connection, established while its check-out waits.
-	held := checkOut(t, p)
-	slow := checkOut(t, p)
+	held := pooltest.CheckOut(t, p)
+	slow := pooltest.CheckOut(t, p)
 	p.CheckIn(held)
 	p.CheckIn(slow)
 	s1 := snapshotOf(t, srv)
@@ -151,11 +153,11 @@ func ptrString(f *float64) any {
 // text format.
 func TestMetrics(t *testing.T) {
 	d, srv := newDashboard(t)
-	p := newPool(t, "db.example:27017", connector{})
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{})
 	if err := d.Add("orders", p); err != nil {
 		t.Fatal(err)
 	}
-	c := checkOut(t, p)
+	c := pooltest.CheckOut(t, p)
 	defer p.CheckIn(c)
 	resp, body := get(t, srv, "/metrics", http.StatusOK)
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
@@ -178,12 +180,12 @@ func TestMetrics(t *testing.T) {
 func TestEventsKeptBounded(t *testing.T) {
 	const kept, rounds = 10, 50
 	d, srv := newDashboard(t, dashboard.WithEventsKept(kept))
-	p := newPool(t, "db.example:27017", connector{}, pool.WithEventHandler(d.EventHandler("p")))
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{}, pool.WithEventHandler(d.EventHandler("p")))
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
 	for range rounds {
-		p.CheckIn(checkOut(t, p))
+		p.CheckIn(pooltest.CheckOut(t, p))
 	}
 	s := waitSnapshot(t, srv, "the last check-in listed", func(s *snapshotJSON) bool {
 		ps := s.pool("p")
@@ -217,11 +219,11 @@ func TestEventsKeptBounded(t *testing.T) {
 func TestClearNotPushedOut(t *testing.T) {
 	const kept = 5
 	d, srv := newDashboard(t, dashboard.WithEventsKept(kept))
-	p := newPool(t, "db.example:27017", connector{}, pool.WithEventHandler(d.EventHandler("p")))
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{}, pool.WithEventHandler(d.EventHandler("p")))
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
-	p.CheckIn(checkOut(t, p))
+	p.CheckIn(pooltest.CheckOut(t, p))
 	if err := p.Clear(pool.ClearOptions{Cause: errors.New("test")}); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +246,7 @@ func TestClearNotPushedOut(t *testing.T) {
 // appears.
 func TestStreamListsEachEventOnce(t *testing.T) {
 	d, srv := newDashboard(t, dashboard.WithInterval(10*time.Millisecond))
-	p := newPool(t, "db.example:27017", connector{}, pool.WithEventHandler(d.EventHandler("p")))
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{}, pool.WithEventHandler(d.EventHandler("p")))
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func TestStreamListsEachEventOnce(t *testing.T) {
 		}
 	}
 	for i := range 20 {
-		p.CheckIn(checkOut(t, p))
+		p.CheckIn(pooltest.CheckOut(t, p))
 		if i == 10 {
 			if err := p.Clear(pool.ClearOptions{Cause: errors.New("test")}); err != nil {
 				t.Fatal(err)
@@ -304,9 +306,9 @@ func sum(m map[string]int64) (n int64) {
 // snapshots and the metrics, and so does a pool its source no longer lists.
 func TestRemove(t *testing.T) {
 	d, srv := newDashboard(t)
-	a := newPool(t, "a.example:27017", connector{})
-	b := newPool(t, "b.example:27017", connector{})
-	c := newPool(t, "c.example:27017", connector{})
+	a := pooltest.ReadyPool(t, "a.example:27017", &pooltest.Connector{})
+	b := pooltest.ReadyPool(t, "b.example:27017", &pooltest.Connector{})
+	c := pooltest.ReadyPool(t, "c.example:27017", &pooltest.Connector{})
 	if err := d.Add("a", a); err != nil {
 		t.Fatal(err)
 	}
@@ -356,11 +358,11 @@ func TestRemove(t *testing.T) {
 // TestClosedPool checks that a closed pool is shown as closed, by every path.
 func TestClosedPool(t *testing.T) {
 	d, srv := newDashboard(t, dashboard.WithInterval(10*time.Millisecond))
-	p := newPool(t, "db.example:27017", connector{}, pool.WithEventHandler(d.EventHandler("p")))
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{}, pool.WithEventHandler(d.EventHandler("p")))
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
-	p.CheckIn(checkOut(t, p))
+	p.CheckIn(pooltest.CheckOut(t, p))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +468,7 @@ func TestBadInput(t *testing.T) {
 		t.Error("WithEventsKept(MaxKept+1): no error")
 	}
 	d, _ := newDashboard(t)
-	p := newPool(t, "db.example:27017", connector{})
+	p := pooltest.ReadyPool(t, "db.example:27017", &pooltest.Connector{})
 	for _, name := range []string{"", "a/b", "tab\there", strings.Repeat("x", dashboard.MaxNameLen+1)} {
 		if err := d.Add(name, p); err == nil {
 			t.Errorf("Add(%q): no error", name)
@@ -487,7 +489,7 @@ func TestBadInput(t *testing.T) {
 	if err := d.Add("q", p); err == nil || !strings.Contains(err.Error(), `already on the dashboard, as "p"`) {
 		t.Errorf("Add of a pool already added: %v", err)
 	}
-	if err := d.Add("p", newPool(t, "other.example:27017", connector{})); err == nil || !strings.Contains(err.Error(), `"p"`) {
+	if err := d.Add("p", pooltest.ReadyPool(t, "other.example:27017", &pooltest.Connector{})); err == nil || !strings.Contains(err.Error(), `"p"`) {
 		t.Errorf("Add under a name taken: %v", err)
 	}
 	if err := d.AddSource("p", func() []*pool.Pool { return nil }); err == nil {

@@ -13,49 +13,13 @@ import (
 	"time"
 
 	"github.com/mongopool/mongopool/dashboard"
-	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/internal/pooltest"
 )
 
 // hangLimit bounds every wait of the tests, so that a regression that leaves
-// one waiting fails in seconds with a message.
-const hangLimit = 10 * time.Second
-
-// link stands for an established connection.
-type link struct{}
-
-func (link) Close() error { return nil }
-func (link) Err() error   { return nil }
-
-// connector establishes connections after delay; with a gate, those after
-// the first free ones wait for the gate to close.
-type connector struct {
-	delay time.Duration
-	free  int64
-	gate  chan struct{}
-}
-
-func (c connector) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
-	if c.gate != nil && a.ConnectionID() > c.free {
-		select {
-		case <-c.gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	if c.delay > 0 {
-		// The establishment's own latency, as a server's would be: the
-		// tests measure it, they do not wait on it.
-		t := time.NewTimer(c.delay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	a.HelloDone(pool.ServiceID{})
-	return link{}, nil
-}
+// one waiting fails in seconds with a message: the bound of the shared pool
+// helpers.
+const hangLimit = pooltest.HangLimit
 
 // newDashboard returns a dashboard served on 127.0.0.1, both closed when the
 // test ends.
@@ -73,35 +37,6 @@ func newDashboard(t *testing.T, opts ...dashboard.Option) (*dashboard.Dashboard,
 		srv.Close()
 	})
 	return d, srv
-}
-
-// newPool returns a ready pool of c's connections without background
-// maintenance, so that nothing but the test changes it; it is closed when the
-// test ends.
-func newPool(t *testing.T, address string, c connector, opts ...pool.Option) *pool.Pool {
-	t.Helper()
-	opts = append([]pool.Option{pool.WithMaintenanceInterval(-1)}, opts...)
-	p, err := pool.New(address, c, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	if err := p.Ready(); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// checkOut checks a connection out of p, failing the test if it cannot.
-func checkOut(t *testing.T, p *pool.Pool) *pool.Conn {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
-	defer cancel()
-	c, err := p.CheckOut(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // The JSON of a snapshot, as the page reads it.

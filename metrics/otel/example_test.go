@@ -15,11 +15,18 @@ import (
 	"github.com/mongopool/mongopool/pool"
 )
 
+// exampleLink stands for an established connection. A real connector returns
+// a link that wraps the network connection it dialed and handshook.
+type exampleLink struct{}
+
+func (exampleLink) Close() error { return nil }
+func (exampleLink) Err() error   { return nil }
+
 // exampleConnector "establishes" connections at once. A real application
 // opens its pool with mongopool.Open, whose connector dials the server.
 var exampleConnector = pool.ConnectorFunc(func(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
 	a.HelloDone(pool.ServiceID{})
-	return link{}, nil
+	return exampleLink{}, nil
 })
 
 // The pool's metrics are wired into the application's meter provider: the

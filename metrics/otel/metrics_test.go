@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/mongopool/mongopool/internal/pooltest"
 	otelmetrics "github.com/mongopool/mongopool/metrics/otel"
 	"github.com/mongopool/mongopool/pool"
 )
@@ -239,9 +240,9 @@ func stableCollect(t *testing.T, reader *sdkmetric.ManualReader, pools ...*pool.
 // state with connections idle and in use and a check-out timed out, then one
 // with a check-out waiting for the connection being established for it.
 func TestExportEqualsStats(t *testing.T) {
-	conns := newConnector()
-	p := newPool(t, "127.0.0.1:27017", conns, pool.WithMaxPoolSize(3), pool.WithMinPoolSize(2), pool.WithUseSampling(1))
-	unlimited := newPool(t, "127.0.0.1:27018", newConnector(), pool.WithMaxPoolSize(0))
+	conns := &pooltest.Connector{}
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", conns, pool.WithMaxPoolSize(3), pool.WithMinPoolSize(2), pool.WithUseSampling(1))
+	unlimited := pooltest.ReadyPool(t, "127.0.0.1:27018", &pooltest.Connector{}, pool.WithMaxPoolSize(0))
 	m := otelmetrics.New()
 	if err := m.Add(p, "orders"); err != nil {
 		t.Fatal(err)
@@ -252,10 +253,10 @@ func TestExportEqualsStats(t *testing.T) {
 	reader := newReader(t, m)
 
 	// One connection idle, one in use, one check-out timed out.
-	a := checkOut(t, p)
-	b := checkOut(t, p)
+	a := pooltest.CheckOut(t, p)
+	b := pooltest.CheckOut(t, p)
 	p.CheckIn(b)
-	timeOut(t, p)
+	pooltest.TimeOut(t, p)
 	got, stats := stableCollect(t, reader, p, unlimited)
 	if s := stats[0]; s.Available != 1 || s.InUse != 1 || s.Timeouts != 1 || s.Waiting != 0 || s.MinPoolSize != 2 || s.MaxPoolSize != 3 ||
 		s.Establish.Count != 2 || s.CheckOutWait.Count != 3 || s.Use.Count != 1 {
@@ -265,8 +266,8 @@ func TestExportEqualsStats(t *testing.T) {
 
 	// Two in use, none idle, one connection being established for a
 	// check-out, and another check-out waiting in the queue: the pool is full.
-	b = checkOut(t, p)
-	conns.hold()
+	b = pooltest.CheckOut(t, p)
+	conns.Hold()
 	results := make(chan *pool.Conn, 2)
 	var wg sync.WaitGroup
 	for range 2 {
@@ -275,7 +276,7 @@ func TestExportEqualsStats(t *testing.T) {
 			results <- c
 		})
 	}
-	recv(t, conns.started, "the establishment for a waiting check-out")
+	recv(t, conns.Held(), "the establishment for a waiting check-out")
 	waitStats(t, p, "two check-outs waiting", func(s pool.Stats) bool { return s.Waiting == 2 })
 	got, stats = stableCollect(t, reader, p, unlimited)
 	if s := stats[0]; s.Available != 0 || s.InUse != 2 || s.Pending != 1 || s.Waiting != 2 ||
@@ -285,7 +286,7 @@ func TestExportEqualsStats(t *testing.T) {
 	checkExport(t, got, union(wantValues("orders", stats[0]), wantValues("127.0.0.1:27018", stats[1])))
 
 	// The established connection goes to one waiting check-out, a to the other.
-	conns.unhold()
+	conns.Release()
 	c := recv(t, results, "a waiting check-out")
 	p.CheckIn(a)
 	d := recv(t, results, "the other waiting check-out")
@@ -300,8 +301,8 @@ func TestExportEqualsStats(t *testing.T) {
 
 // A pool is reported from Add to Remove, under a unique name.
 func TestAddRemove(t *testing.T) {
-	p := newPool(t, "127.0.0.1:27017", newConnector())
-	q := newPool(t, "127.0.0.1:27017", newConnector())
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{})
+	q := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{})
 	m := otelmetrics.New()
 	reader := newReader(t, m)
 	if got := collect(t, reader); len(got.values) != 0 {
@@ -347,7 +348,7 @@ func TestAddRemove(t *testing.T) {
 // its stats. Run with -race, this also shows that collecting shares nothing
 // with the pool unguarded.
 func TestCollectWhileBusy(t *testing.T) {
-	p := newPool(t, "127.0.0.1:27017", newConnector(), pool.WithMaxPoolSize(2))
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{}, pool.WithMaxPoolSize(2))
 	m := otelmetrics.New()
 	if err := m.Add(p, "busy"); err != nil {
 		t.Fatal(err)
@@ -382,7 +383,7 @@ func TestCollectWhileBusy(t *testing.T) {
 	wg.Go(func() {
 		// Another pool comes and goes while collections run.
 		for i := range rounds {
-			q, err := pool.New("127.0.0.1:27018", newConnector(), pool.WithMaintenanceInterval(-1))
+			q, err := pool.New("127.0.0.1:27018", &pooltest.Connector{}, pool.WithMaintenanceInterval(-1))
 			if err != nil {
 				t.Error(err)
 				return

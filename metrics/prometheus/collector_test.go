@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/mongopool/mongopool/internal/pooltest"
 	prommetrics "github.com/mongopool/mongopool/metrics/prometheus"
 	"github.com/mongopool/mongopool/pool"
 )
@@ -64,9 +65,9 @@ func writeExposition(t *testing.T, c prometheus.Collector, file string) {
 // named by its address, with check-outs waiting.
 func TestExposition(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := newPool(t, "127.0.0.1:27017", newConnector(establishDelay), pool.WithMaxPoolSize(3), pool.WithMinPoolSize(2), pool.WithUseSampling(1))
-		conns := newConnector(establishDelay)
-		unlimited := newPool(t, "127.0.0.1:27018", conns, pool.WithMaxPoolSize(0), pool.WithMaxConnecting(1))
+		p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{Delay: establishDelay}, pool.WithMaxPoolSize(3), pool.WithMinPoolSize(2), pool.WithUseSampling(1))
+		conns := &pooltest.Connector{Delay: establishDelay}
+		unlimited := pooltest.ReadyPool(t, "127.0.0.1:27018", conns, pool.WithMaxPoolSize(0), pool.WithMaxConnecting(1))
 		c := prommetrics.NewCollector()
 		if err := c.Add(p, "orders"); err != nil {
 			t.Fatal(err)
@@ -75,11 +76,11 @@ func TestExposition(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		a := checkOut(t, p) // both wait establishDelay for their connection
-		b := checkOut(t, p)
+		a := pooltest.CheckOut(t, p) // both wait establishDelay for their connection
+		b := pooltest.CheckOut(t, p)
 		time.Sleep(useTime)
 		p.CheckIn(b) // idle, after useTime in use
-		timeOut(t, p)
+		pooltest.TimeOut(t, p)
 		p.Clear(pool.ClearOptions{Cause: errors.New("server went away")}) // paused
 		p.CheckIn(a)                                                      // stale: closed, after establishDelay + useTime in use
 		if _, err := p.CheckOut(context.Background()); !errors.Is(err, pool.ErrPoolCleared) {
@@ -89,8 +90,8 @@ func TestExposition(t *testing.T) {
 		// The other pool: one connection in use, another being established
 		// for a check-out, and a second check-out waiting its turn to
 		// establish one (maxConnecting is 1).
-		x := checkOut(t, unlimited)
-		conns.hold()
+		x := pooltest.CheckOut(t, unlimited)
+		conns.Hold()
 		got := make(chan *pool.Conn, 2)
 		for range 2 {
 			go func() {
@@ -112,7 +113,7 @@ func TestExposition(t *testing.T) {
 			t.Error(err)
 		}
 
-		conns.unhold()
+		conns.Release()
 		for _, conn := range []*pool.Conn{x, <-got, <-got} {
 			unlimited.CheckIn(conn)
 		}
@@ -122,12 +123,12 @@ func TestExposition(t *testing.T) {
 // The metrics follow Prometheus's naming conventions, as its linter checks
 // them.
 func TestLint(t *testing.T) {
-	p := newPool(t, "127.0.0.1:27017", newConnector(0), pool.WithMaxPoolSize(3))
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{}, pool.WithMaxPoolSize(3))
 	c := prommetrics.NewCollector()
 	if err := c.Add(p, ""); err != nil {
 		t.Fatal(err)
 	}
-	p.CheckIn(checkOut(t, p))
+	p.CheckIn(pooltest.CheckOut(t, p))
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +143,8 @@ func TestLint(t *testing.T) {
 
 // A pool is collected from Add to Remove, under a unique name.
 func TestAddRemove(t *testing.T) {
-	p := newPool(t, "127.0.0.1:27017", newConnector(0))
-	q := newPool(t, "127.0.0.1:27017", newConnector(0))
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{})
+	q := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{})
 	c := prommetrics.NewCollector()
 	if n := testutil.CollectAndCount(c); n != 0 {
 		t.Errorf("%d metrics collected with no pool", n)
@@ -200,7 +201,7 @@ func TestAddRemove(t *testing.T) {
 // no more connections than the limit. Run with -race, this also shows that
 // collecting shares nothing with the pool unguarded.
 func TestScrapeWhileBusy(t *testing.T) {
-	p := newPool(t, "127.0.0.1:27017", newConnector(0), pool.WithMaxPoolSize(2))
+	p := pooltest.ReadyPool(t, "127.0.0.1:27017", &pooltest.Connector{}, pool.WithMaxPoolSize(2))
 	c := prommetrics.NewCollector()
 	if err := c.Add(p, "busy"); err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestScrapeWhileBusy(t *testing.T) {
 	}
 	wg.Go(func() {
 		for i := range rounds {
-			q, err := pool.New("127.0.0.1:27018", newConnector(0), pool.WithMaintenanceInterval(-1))
+			q, err := pool.New("127.0.0.1:27018", &pooltest.Connector{}, pool.WithMaintenanceInterval(-1))
 			if err != nil {
 				t.Error(err)
 				return
