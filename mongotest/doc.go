@@ -120,7 +120,9 @@
 // reply, a wrong responseTo, a truncated frame, a negative, tiny or huge
 // messageLength, a reply that is not BSON, a reset in the middle of a reply,
 // or a connection accepted and never answered; PauseAccepting stops the
-// accepting of connections.
+// accepting of connections. LimitConnectionRate refuses the connections
+// beyond a rate, as the ingress connection rate limiter of an overloaded
+// MongoDB 8.2 does: closed as soon as accepted.
 //
 // Server.Stats reports what the server saw (connections, commands by name,
 // compressed messages by compressor, authentications, awaitable hellos),

@@ -42,6 +42,8 @@ type Server struct {
 
 	faults faultSet   // injected faults (InjectFault)
 	accept acceptGate // PauseAccepting, ResumeAccepting
+	// admission is the connection rate limit (LimitConnectionRate).
+	admission admission
 	// done is closed by Close, to end the waits of callers of the API
 	// (WaitForFailPoint); the waits of connections end with their life.
 	done chan struct{}
@@ -249,6 +251,11 @@ func (s *Server) acceptLoop(l *life) {
 		if !s.waitAccepting(l.done) {
 			nc.Close()
 			return
+		}
+		if !s.admitConnection() {
+			nc.Close() // refused before anything is read, as an overloaded mongod refuses
+			s.stats.connRejected()
+			continue
 		}
 		_, silent := s.faults.take(true, "")
 		c := &conn{srv: s, nc: nc, id: s.nextConnID.Add(1), life: l}

@@ -12,6 +12,10 @@ import (
 type Stats struct {
 	// ConnectionsAccepted counts the connections accepted.
 	ConnectionsAccepted int64
+	// ConnectionsRejected counts the connections that the rate limit of
+	// LimitConnectionRate closed as soon as they were accepted; they are
+	// not in ConnectionsAccepted.
+	ConnectionsRejected int64
 	// ConnectionsOpen is the number of connections open now.
 	ConnectionsOpen int64
 	// ProtocolErrors counts the connections the server closed because the
@@ -97,6 +101,7 @@ func (st *stats) update(f func(*Stats)) {
 func (st *stats) connOpened() {
 	st.update(func(s *Stats) { s.ConnectionsAccepted++; s.ConnectionsOpen++ })
 }
+func (st *stats) connRejected()  { st.update(func(s *Stats) { s.ConnectionsRejected++ }) }
 func (st *stats) connClosed()    { st.update(func(s *Stats) { s.ConnectionsOpen-- }) }
 func (st *stats) protocolError() { st.update(func(s *Stats) { s.ProtocolErrors++ }) }
 func (st *stats) opQuery()       { st.update(func(s *Stats) { s.OpQueries++ }) }

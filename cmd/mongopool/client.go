@@ -37,11 +37,11 @@ const (
 // progress and the summary show the topology and each pool. With rs (the
 // -replset set), the primary steps down halfway through the run and another
 // member is elected. It returns the exit code, as run does.
-func runClient(ctx, running context.Context, c config, cs *connstring.ConnString, uri, where string,
-	rs *mongotest.ReplicaSet, out *console, fail func(string, ...any) int) int {
-	start := time.Now()
-	monitor := &eventMonitor{start: start, print: c.events, out: out, byAddress: true}
-	topo := &topologyWatch{start: start, print: c.events, out: out}
+func runClient(ctx, running context.Context, start time.Time, c config, cs *connstring.ConnString, uri, where string,
+	rs *mongotest.ReplicaSet, o *output) int {
+	out, fail := o.out, o.fail
+	monitor := &eventMonitor{start: start, log: o.events, byAddress: true}
+	topo := &topologyWatch{start: start, log: o.events}
 	cmds := &commandWatch{}
 	opts := []mongopool.ClientOption{
 		mongopool.WithPoolOptions(append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))...),
@@ -85,7 +85,22 @@ func runClient(ctx, running context.Context, c config, cs *connstring.ConnString
 	defer cancelOps()
 
 	var bg sync.WaitGroup
-	bg.Go(func() { progressClient(running, out, topo, w, out.tty && !c.events) })
+	progress := &watcher{out: out, w: w,
+		plain: func(elapsed time.Duration, rate float64) []string {
+			topo.refresh()
+			return clientProgressLines(elapsed, rate, topo.Description(), topo.live())
+		}}
+	if o.live {
+		title := "workload"
+		if c.scenario != "" {
+			title = c.scenario
+		}
+		progress.live = &liveView{title: title, limit: c.duration, topology: func() string { return topo.Description().Type.String() }}
+	}
+	if o.events != nil {
+		progress.onTick = o.events.flush
+	}
+	bg.Go(func() { observe(running, topo.viewPools, progress) })
 	var fo *failover
 	if rs != nil {
 		fo = &failover{start: start}
@@ -95,7 +110,7 @@ func runClient(ctx, running context.Context, c config, cs *connstring.ConnString
 	bg.Wait()
 
 	dropCtx, cancelDrop := context.WithTimeout(context.WithoutCancel(ctx), cleanupLimit)
-	dropErr := w.admin(dropCtx, bson.D{{Key: "dropDatabase", Value: 1}})
+	dropErr := w.admin(dropCtx, db, bson.D{{Key: "dropDatabase", Value: 1}})
 	cancelDrop()
 
 	// The pools as the run ended, then their final counts once closed.
@@ -105,15 +120,22 @@ func runClient(ctx, running context.Context, c config, cs *connstring.ConnString
 	before := statsOf(pools)
 	closed = true
 	closeErr := client.Close()
+	took := time.Since(start)
 	if ctx.Err() != nil {
 		out.println("mongopool: interrupted")
 	}
 	s := summarizeClient(w, monitor, topo, cmds, fo, end, before, statsOf(pools), elapsed, readPrefName(cs))
+	s.took, s.failures = timingLine(took, c.duration, c.grace, s.failures)
 	if dropErr != nil {
 		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %v", db, dropErr))
 	}
 	if closeErr != nil {
 		s.failures = append(s.failures, "closing the client: "+closeErr.Error())
+	}
+	if o.events != nil {
+		if err := o.events.close(); err != nil {
+			s.failures = append(s.failures, err.Error())
+		}
 	}
 	s.print(out)
 	if len(s.failures) > 0 {
@@ -132,8 +154,7 @@ func readPrefName(cs *connstring.ConnString) string {
 // and the primaries the client saw, from the SDAM events.
 type topologyWatch struct {
 	start time.Time
-	print bool
-	out   *console
+	log   *eventLog // nil without -events
 	topo  atomic.Pointer[topology.Topology]
 
 	mu        sync.Mutex
@@ -183,8 +204,8 @@ func (t *topologyWatch) handle(e topology.Event) {
 	}
 	t.primary = primary
 	t.mu.Unlock()
-	if t.print {
-		t.out.println(fmt.Sprintf("%9.6fs %-26s %s", now.Sub(t.start).Seconds(), "TopologyDescriptionChanged", ch.New.Summary()))
+	if t.log != nil {
+		t.log.topologyChanged(now, ch.New.Summary())
 	}
 	// The pools of servers just found exist now: keep them, before a
 	// removal of their server could close them unseen.
@@ -378,16 +399,22 @@ func (f *failover) fail(err error) {
 	f.mu.Unlock()
 }
 
-// progressClient reports the workload and the client's pools while it runs:
-// a line with the rate and the topology's type, then a line per server with
-// its type and its pool's connections in use and idle, its check-outs
-// waiting and its check-outs so far; refreshed in place on a terminal,
-// otherwise printed every second.
-func progressClient(ctx context.Context, out *console, topo *topologyWatch, w *workload, inPlace bool) {
-	progressLoop(ctx, out, w, inPlace, func(elapsed time.Duration, rate float64) []string {
-		topo.refresh()
-		return clientProgressLines(elapsed, rate, topo.Description(), topo.live())
-	})
+// viewPools returns the latest pool seen at each address, with the type
+// of its server, for the live view.
+func (t *topologyWatch) viewPools() []viewPool {
+	t.refresh()
+	d := t.Description()
+	stats := t.live()
+	pools := make([]viewPool, 0, len(stats))
+	for addr, st := range stats {
+		typ := "-"
+		if sd, ok := d.Server(addr); ok {
+			typ = sd.Type.String()
+		}
+		pools = append(pools, viewPool{addr: addr, typ: typ, now: st})
+	}
+	slices.SortFunc(pools, func(a, b viewPool) int { return strings.Compare(a.addr, b.addr) })
+	return pools
 }
 
 // live returns the Stats of the latest pool seen at each address.
@@ -402,8 +429,9 @@ func (t *topologyWatch) live() map[string]pool.Stats {
 	return m
 }
 
-// clientProgressLines renders the progress block: the rate, the topology's
-// type and the totals of the pools, then a line per server.
+// clientProgressLines renders the plain progress lines of a client: the
+// rate, the topology's type and the totals of the pools, then a line per
+// server.
 func clientProgressLines(elapsed time.Duration, opsPerSec float64, d topology.Description, stats map[string]pool.Stats) []string {
 	servers := d.Servers()
 	slices.SortFunc(servers, func(a, b topology.ServerDescription) int { return strings.Compare(a.Address, b.Address) })
@@ -440,6 +468,7 @@ type clientSummary struct {
 	before, final  []poolStats // as the run ended, and after Close
 	elapsed        time.Duration
 	readPref       string
+	took           string // the line on how long the run lasted
 	problems       []string
 	notes          []string
 	failures       []string
@@ -519,6 +548,9 @@ func (s *clientSummary) print(out *console) {
 	for _, t := range eventTypes {
 		lines = append(lines, fmt.Sprintf("  %-26s %d", t, s.monitor.count(t)))
 	}
+	if s.took != "" {
+		lines = append(lines, s.took)
+	}
 	for _, n := range s.notes {
 		lines = append(lines, "note         "+n)
 	}
@@ -589,6 +621,7 @@ func (s *clientSummary) topologyLines() []string {
 			} else {
 				line += "no write acknowledged by " + fo.new
 			}
+			line += fmt.Sprintf("; %d operations failed", s.results.failed)
 			lines = append(lines, line)
 		}
 		fo.mu.Unlock()
@@ -672,8 +705,8 @@ func (s *clientSummary) crossCheck() {
 		{"operations started vs the progress counter", r.started, s.started},
 		{"operations started vs succeeded + failed", r.started, r.ok() + r.failed},
 		{"failed operations vs their count by kind", r.failed, r.kindsTotal()},
-		{"dropDatabase: started vs succeeded + failed", a.started, a.ok() + a.failed},
-		{"dropDatabase: failed vs their count by kind", a.failed, a.kindsTotal()},
+		{"the job's own commands: started vs succeeded + failed", a.started, a.ok() + a.failed},
+		{"the job's own commands: failed vs their count by kind", a.failed, a.kindsTotal()},
 		{"CommandStarted events vs CommandSucceeded + CommandFailed", cmds.started.Load(), cmds.succeeded.Load() + cmds.failed.Load()},
 	}
 	byAddr := map[string]int{}

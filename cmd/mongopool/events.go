@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,26 +16,48 @@ var eventTypes = []pool.EventType{
 	pool.ConnectionCheckedOut, pool.ConnectionCheckedIn,
 }
 
-// eventMonitor counts the pool's events by type and, when print is set,
-// prints each one as it happens. Its handle method is given to the pool with
+// eventMonitor counts the pool's events by type and, with log (-events),
+// writes each one as it happens. Its handle method is given to the pool with
 // pool.WithEventHandler; the pool calls it on many goroutines at once.
 type eventMonitor struct {
 	start  time.Time
-	print  bool
-	out    *console
+	log    *eventLog        // nil without -events
 	counts [16]atomic.Int64 // by pool.EventType
 	// byAddress, when set (a client's pools, one per server), also counts
-	// the events of each pool apart, in perAddress, and prints the address
-	// with each event.
+	// the events of each pool apart, in perAddress.
 	byAddress  bool
 	perAddress sync.Map // address -> *eventCounts
 	// created holds the options of the PoolCreated event: the pool's
 	// configuration as the pool itself reports it.
 	created atomic.Pointer[map[string]int64]
+
+	est establishments
 }
 
 // eventCounts are the events of one pool by type.
 type eventCounts [16]atomic.Int64
+
+// establishments follows the connections being established, from their
+// events, to tell how soon the pool tries again after a failed one: the
+// pool's backoff, as the server sees it.
+type establishments struct {
+	mu sync.Mutex
+	// pending holds the connections created and not ready yet.
+	pending map[connKey]struct{}
+	// failedAt is when the last establishment failed, if no connection
+	// has been created or become ready since; zero otherwise.
+	failedAt time.Time
+	// afterFailure holds, for each failure followed by another attempt
+	// with no success between them, the time between the two: the pool's
+	// backoff, and the time a check-out then took to ask for a connection.
+	afterFailure histogram
+}
+
+// connKey names a connection of one of the pools.
+type connKey struct {
+	addr string
+	id   int64
+}
 
 func (m *eventMonitor) handle(e pool.Event) {
 	m.counts[e.Type].Add(1)
@@ -48,16 +68,51 @@ func (m *eventMonitor) handle(e pool.Event) {
 		}
 		c.(*eventCounts)[e.Type].Add(1)
 	}
-	if e.Type == pool.PoolCreated {
+	switch e.Type {
+	case pool.PoolCreated:
 		m.created.CompareAndSwap(nil, &e.Options)
+	case pool.ConnectionCreated, pool.ConnectionReady, pool.ConnectionClosed:
+		m.est.observe(e, time.Now())
 	}
-	if m.print {
-		line := formatEvent(time.Since(m.start), e)
-		if m.byAddress {
-			line += " addr=" + e.Address
+	if m.log != nil {
+		m.log.poolEvent(e)
+	}
+}
+
+// observe follows one event of a connection's life, at now.
+func (es *establishments) observe(e pool.Event, now time.Time) {
+	k := connKey{e.Address, e.ConnectionID}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	switch e.Type {
+	case pool.ConnectionCreated:
+		if es.pending == nil {
+			es.pending = map[connKey]struct{}{}
 		}
-		m.out.println(line)
+		es.pending[k] = struct{}{}
+		if !es.failedAt.IsZero() {
+			es.afterFailure.record(now.Sub(es.failedAt))
+			es.failedAt = time.Time{}
+		}
+	case pool.ConnectionReady:
+		delete(es.pending, k)
+		es.failedAt = time.Time{} // a success ends the backoff: what follows is no pause
+	case pool.ConnectionClosed:
+		if _, ok := es.pending[k]; ok {
+			delete(es.pending, k)
+			if e.Reason == pool.ReasonError { // not interrupted by a clear or Close: failed
+				es.failedAt = now
+			}
+		}
 	}
+}
+
+// gaps returns the times between a failed establishment and the next
+// attempt.
+func (es *establishments) gaps() histogram {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	return es.afterFailure
 }
 
 func (m *eventMonitor) count(t pool.EventType) int64 { return m.counts[t].Load() }
@@ -79,28 +134,4 @@ func (m *eventMonitor) options() string {
 		return "the specification's defaults"
 	}
 	return sortedCounts(*o)
-}
-
-// formatEvent renders e on one line, with the fields its type carries.
-func formatEvent(at time.Duration, e pool.Event) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%9.6fs %-26s", at.Seconds(), e.Type)
-	if e.ConnectionID != 0 {
-		fmt.Fprintf(&b, " conn=%d", e.ConnectionID)
-	}
-	switch e.Type {
-	case pool.ConnectionReady, pool.ConnectionCheckedOut, pool.ConnectionCheckOutFailed:
-		fmt.Fprintf(&b, " duration=%v", e.Duration.Round(time.Microsecond))
-	case pool.PoolCleared:
-		fmt.Fprintf(&b, " interruptInUse=%t", e.Interrupt)
-	case pool.PoolCreated:
-		fmt.Fprintf(&b, " options=%v", e.Options)
-	}
-	if e.Reason != "" {
-		fmt.Fprintf(&b, " reason=%s", e.Reason)
-	}
-	if e.Err != nil {
-		fmt.Fprintf(&b, " err=%q", e.Err)
-	}
-	return strings.TrimRight(b.String(), " ")
 }

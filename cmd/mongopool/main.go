@@ -5,7 +5,9 @@
 // in a temporary directory) and runs against it; -uri runs against any
 // MongoDB-wire server instead. The pool is opened with mongopool.Open, so the
 // URI's own options apply; the pool flags override them when given, and their
-// defaults fill in what the URI leaves unset.
+// defaults fill in what the URI leaves unset. The connection string's
+// warnings (an unknown option, a value ignored) are printed before the
+// workload starts.
 //
 // A connection string of a replica set (replicaSet), of several hosts, or
 // mongodb+srv runs the workload through a mongopool.Client instead, which
@@ -15,6 +17,14 @@
 // the election of another member halfway through the run, and the summary
 // says how long the client took to write to the new primary.
 //
+// -scenario runs one of the scenarios (storm, slow, clear, overload,
+// failover: see -h) against in-process servers, or, for those that make
+// sense there, the server of -uri; each adds its own figures to the
+// summary. On a terminal, a live view of the pools (connections by state,
+// the wait queue, check-outs a second, wait percentiles, a bar of the
+// connections) is redrawn in place four times a second; otherwise a plain
+// line a second is printed. -events writes every pool event as a JSON line.
+//
 // The workload writes to a database of its own (mongopool_demo_ and a random
 // suffix) and drops it at the end.
 //
@@ -23,13 +33,15 @@
 //	go run ./cmd/mongopool [flags]
 //
 // Run with -h for the flags. It stops by itself after -duration (connecting
-// included; the operations under way then get 1s more, and the drop of the
-// demo's database 2s more), or at Ctrl-C, closes the pool and prints a
-// summary. It exits with 1, and one line at the end that says why, when an
-// operation failed (other than those -clear-every itself turned away or
-// interrupted), when no operation succeeded, when the database could not be
-// dropped, when the summary's cross-checks disagree, or, with -replset, when
-// the failover failed or the new primary acknowledged no write.
+// included; the operations under way then get 1s more, and the cleanup 2s
+// more), or at Ctrl-C, closes the pool and prints a summary. It exits with
+// 1, and one line at the end that says why, when an operation failed (other
+// than those -clear-every itself turned away or interrupted), when no
+// operation succeeded, when the database could not be dropped, when the
+// summary's cross-checks disagree, when the run lasted longer than
+// -duration and its grace, when a scenario's own check fails, or, with
+// -replset, when the failover failed or the new primary acknowledged no
+// write.
 package main
 
 import (
@@ -63,6 +75,7 @@ import (
 // config is the command line.
 type config struct {
 	uri              string
+	scenario         string
 	goroutines       int
 	duration         time.Duration
 	findRatio        float64
@@ -74,8 +87,13 @@ type config struct {
 	connectTimeout   time.Duration
 	clearEvery       time.Duration
 	interrupt        bool
-	events           bool
+	delay            time.Duration
+	events           string
 	replset          bool
+
+	// grace is how long a run may last beyond -duration before it counts
+	// as overrun: overrunGrace, which the tests lower.
+	grace time.Duration
 
 	set map[string]bool // the flags given on the command line
 }
@@ -89,11 +107,14 @@ const (
 	// may take to finish. Those still running then are canceled and count as
 	// failed ("out of time").
 	drainLimit = time.Second
-	// cleanupLimit bounds the drop of the demo's database after the drain.
-	// With drainLimit, it is the grace past -duration: a run never lasts
-	// longer than -duration + drainLimit + cleanupLimit, and the time it
-	// takes to close its connections.
+	// cleanupLimit bounds what the job undoes after the drain: a scenario's
+	// fail point, and the drop of the demo's database.
 	cleanupLimit = 2 * time.Second
+	// overrunGrace is how much longer than -duration a run may last, from
+	// the start of the connecting to the end of Close: the drain, the
+	// cleanup and a second to close the connections. A run that lasts longer
+	// fails.
+	overrunGrace = drainLimit + cleanupLimit + time.Second
 	// collection is where the workload inserts and finds.
 	collection = "docs"
 )
@@ -122,12 +143,13 @@ func main() {
 // parseFlags parses the command line args (without the program name). Errors
 // and -h go to errOut.
 func parseFlags(args []string, errOut io.Writer) (config, error) {
-	c := config{set: map[string]bool{}}
+	c := config{set: map[string]bool{}, grace: overrunGrace}
 	fs := flag.NewFlagSet("mongopool", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB); one of a replica set (replicaSet, several hosts, or mongodb+srv) runs through a client with a pool per server")
-	fs.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently")
-	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the run lasts, connecting to the server included; the operations under way at the end get "+drainLimit.String()+" more, and the final drop of the demo's database "+cleanupLimit.String()+" more")
+	fs.StringVar(&c.uri, "uri", "", "MongoDB connection string of the server to use (default: start an embedded FerretDB, or for a -scenario the in-process test server); one of a replica set (replicaSet, several hosts, or mongodb+srv) runs through a client with a pool per server")
+	fs.StringVar(&c.scenario, "scenario", "", "run a scenario instead of the plain workload: "+strings.Join(scenarioNames(), ", ")+" (see below)")
+	fs.IntVar(&c.goroutines, "goroutines", 32, "goroutines running operations concurrently (-scenario storm: 1000 unless given)")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the run lasts, connecting to the server included; the operations under way at the end get "+drainLimit.String()+" more, and the cleanup (the demo's database dropped, a scenario's fail point turned off) "+cleanupLimit.String()+" more; a run that lasts more than "+overrunGrace.String()+" longer than this fails")
 	fs.Float64Var(&c.findRatio, "find-ratio", 0.5, "fraction of the operations that are finds; the others are inserts")
 	fs.IntVar(&c.maxPoolSize, "maxPoolSize", 10, "maxPoolSize: most connections at once (0 = no limit)")
 	fs.IntVar(&c.minPoolSize, "minPoolSize", 0, "minPoolSize: connections kept established in the background")
@@ -135,10 +157,11 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.DurationVar(&c.maxIdleTime, "maxIdleTime", 0, "maxIdleTimeMS: close connections idle longer than this (0 = never)")
 	fs.DurationVar(&c.waitQueueTimeout, "waitQueueTimeout", 0, "waitQueueTimeoutMS: longest wait for a connection (0 = no limit)")
 	fs.DurationVar(&c.connectTimeout, "connectTimeout", 5*time.Second, "longest establishment of one connection, handshake and authentication included (0 = no limit of the pool's own; the dial keeps the URI's connectTimeoutMS, 10s by default)")
-	fs.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never)")
+	fs.DurationVar(&c.clearEvery, "clear-every", 0, "clear the pool this often, then ready it again (0 = never; -scenario clear: "+defaultClearEvery.String()+" unless given)")
 	fs.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
-	fs.BoolVar(&c.events, "events", false, "print every pool event as it happens (and, with a client, every change of the topology)")
-	fs.BoolVar(&c.replset, "replset", false, "run against an in-process replica set of "+strconv.Itoa(replsetMembers)+" members, through a client of the whole set, with a step-down of the primary and an election halfway through the run")
+	fs.DurationVar(&c.delay, "delay", defaultDelay, "-scenario slow: how long the server delays each reply to an insert or a find")
+	fs.StringVar(&c.events, "events", "", "write every pool event (and, with a client, every change of the topology) as a JSON line to this file; - for standard output, the report then going to standard error, without the live view")
+	fs.BoolVar(&c.replset, "replset", false, "run against an in-process replica set of "+strconv.Itoa(replsetMembers)+" members, through a client of the whole set, with a step-down of the primary and an election halfway through the run (as -scenario failover)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mongopool [flags]\n\n"+
 			"Drives a connection pool through a workload of inserts and finds against an\n"+
@@ -146,7 +169,13 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 			"A -uri of a replica set (replicaSet, several hosts, mongodb+srv) runs through\n"+
 			"a client with a pool per server; so does -replset, on an in-process set.\n"+
 			"The pool flags override the URI's options when given; their defaults apply\n"+
-			"where the URI sets nothing.\n\nFlags:\n")
+			"where the URI sets nothing. On a terminal, a live view of the pools is\n"+
+			"redrawn in place; otherwise a line a second.\n\n"+
+			"Scenarios (-scenario), each against the in-process test server unless -uri:\n")
+		for _, s := range scenarioList {
+			fmt.Fprintf(fs.Output(), "  %-9s %s\n", s.name, strings.ReplaceAll(s.about, "\n", "\n            "))
+		}
+		fmt.Fprintf(fs.Output(), "\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -158,6 +187,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 		fs.Usage()
 		return c, err
 	}
+	c.applyScenarioDefaults()
 	return c, nil
 }
 
@@ -180,7 +210,7 @@ func (c *config) check(rest []string) error {
 	case c.replset && c.clearEvery > 0:
 		return errors.New(errClearEveryClient)
 	}
-	return nil
+	return c.checkScenario()
 }
 
 // errClearEveryClient says why -clear-every does not go with a deployment
@@ -210,40 +240,74 @@ func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
 	return o
 }
 
+// output is where a run writes: the report (the progress, the live view,
+// the summary), the one line that says why it failed, and the event log.
+type output struct {
+	out    *console
+	errOut io.Writer
+	events *eventLog // nil without -events
+	live   bool      // the live view, rather than a plain line a second
+}
+
+// fail ends the report and prints why the run failed, in one line; it
+// returns the exit code, 1.
+func (o *output) fail(format string, args ...any) int {
+	o.out.flush()
+	msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "mongopool: ", "") // the library's prefix
+	fmt.Fprintln(o.errOut, "mongopool: "+msg)
+	return 1
+}
+
 // run starts the server (unless c.uri names one), opens the pool, drives the
 // workload through it until c.duration has passed since the pool was asked
 // to connect, drops the demo's database, closes the pool and prints the
-// summary; for a replica set or several servers (-replset, or a -uri that
-// names one), the same through a client (see runClient). Every step is bounded: see drainLimit and cleanupLimit. run
-// returns the exit code: 0 when all went well, 1 when something failed (a
-// one-line message on errOut says what).
+// summary; for a replica set or several servers (-replset, -scenario
+// failover, or a -uri that names one), the same through a client (see
+// runClient). Every step is bounded: see drainLimit, cleanupLimit and
+// overrunGrace. run returns the exit code: 0 when all went well, 1 when
+// something failed (a one-line message on errOut says what).
 func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
-	out := newConsole(stdout)
-	defer out.flush()
-	fail := func(format string, args ...any) int {
-		out.flush()
-		msg := strings.ReplaceAll(fmt.Sprintf(format, args...), "mongopool: ", "") // the library's prefix
-		fmt.Fprintln(errOut, "mongopool: "+msg)
-		return 1
+	report := stdout
+	if c.events == "-" {
+		report = errOut // standard output is the events'
+	}
+	o := &output{out: newConsole(report), errOut: errOut}
+	defer o.out.flush()
+	o.live = o.out.tty && c.events != "-"
+	if c.events != "" {
+		l, err := openEventLog(c.events, stdout, time.Now())
+		if err != nil {
+			return o.fail("cannot write the events: %v", err)
+		}
+		o.events = l
+		defer l.close() // closed before the summary; this is for the early returns
 	}
 
 	uri, where := c.uri, ""
 	var rs *mongotest.ReplicaSet
+	var srv *mongotest.Server // the in-process test server of a scenario
 	switch {
 	case c.replset:
 		var err error
 		if rs, err = mongotest.StartReplicaSet(replsetName, replsetMembers); err != nil {
-			return fail("cannot start the in-process replica set: %v", err)
+			return o.fail("cannot start the in-process replica set: %v", err)
 		}
 		defer rs.Close() // after the client's Close
 		// The finds read from the secondaries, so that every member's pool
 		// has work; the inserts go to the primary.
 		uri = rs.URI() + "&readPreference=secondaryPreferred"
 		where = fmt.Sprintf("the in-process replica set %s of %d members", replsetName, replsetMembers)
+	case uri == "" && c.scenario != "":
+		var err error
+		if srv, err = mongotest.Start(); err != nil {
+			return o.fail("cannot start the in-process test server: %v", err)
+		}
+		defer srv.Close()
+		uri, where = srv.URI(), "the in-process test server at "+srv.Addr()
 	case uri == "":
 		srv, err := embedded.Start(embedded.Options{})
 		if err != nil {
-			return fail("cannot start the embedded FerretDB: %v", err)
+			return o.fail("cannot start the embedded FerretDB: %v", err)
 		}
 		defer srv.Close()
 		uri, where = srv.URI(), "the embedded FerretDB at "+srv.Addr()
@@ -251,76 +315,142 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 
 	// running ends after c.duration (or at Ctrl-C): it bounds the start,
 	// and no operation starts after it.
+	began := time.Now()
 	running, endRun := context.WithTimeout(ctx, c.duration)
 	defer endRun()
 	openCtx, cancelOpen := context.WithTimeout(running, openLimit)
 	defer cancelOpen()
 	cs, err := connstring.ParseWithResolver(openCtx, uri, net.DefaultResolver)
 	if err != nil {
-		return fail("bad -uri: %v", err) // the message never holds a secret
+		return o.fail("bad -uri: %v", err) // the message never holds a secret
 	}
 	if where == "" {
 		where = cs.Redacted()
 	}
 	if usesClient(cs) {
-		if c.clearEvery > 0 {
-			return fail("%s", errClearEveryClient)
+		switch {
+		case c.clearEvery > 0 && c.scenario == "":
+			return o.fail("%s", errClearEveryClient)
+		case c.scenario != "" && c.scenario != scenarioFailover:
+			return o.fail("-scenario %s drives a single pool: it does not apply to a replica set or a deployment of several servers", c.scenario)
 		}
 		cancelOpen()
-		return runClient(ctx, running, c, cs, uri, where, rs, out, fail)
+		return runClient(ctx, running, began, c, cs, uri, where, rs, o)
 	}
 
-	monitor := &eventMonitor{start: time.Now(), print: c.events, out: out}
+	sc := newScenario(c, srv)
+	if sc != nil {
+		uri = sc.adjustURI(uri, cs)
+	}
+	monitor := &eventMonitor{start: began, log: o.events}
 	opts := append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))
-	began := time.Now()
-	mp, err := mongopool.Open(openCtx, uri, opts...)
+	var mp *mongopool.Pool
+	if sc != nil && sc.name == scenarioStorm {
+		// A storm is on an empty pool: New connects nothing.
+		mp, err = mongopool.New(uri, opts...)
+	} else {
+		mp, err = mongopool.Open(openCtx, uri, opts...)
+	}
 	if err != nil {
-		printWarnings(out, cs.Warnings) // they may say why
-		return fail("%s", openFailure(ctx, running, err, cs, where, time.Since(began)))
+		printWarnings(o.out, cs.Warnings) // they may say why
+		return o.fail("%s", openFailure(ctx, running, err, cs, where, time.Since(began)))
 	}
 	cancelOpen()
 	p := mp.Pool()
 
 	db := "mongopool_demo_" + randomHex(4)
-	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds, %.0f%% inserts into %s.%s",
+	title := "workload"
+	if sc != nil {
+		title = sc.name
+		o.out.println(fmt.Sprintf("mongopool: -scenario %s: %s", sc.name, sc.describe()))
+	}
+	o.out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds, %.0f%% inserts into %s.%s",
 		c.goroutines, c.duration, where, 100*c.findRatio, 100*(1-c.findRatio), db, collection))
-	printWarnings(out, mp.Warnings())
-	out.println("pool: " + monitor.options())
+	printWarnings(o.out, mp.Warnings())
+	o.out.println("pool: " + monitor.options())
 
 	w := &workload{pool: mp, db: db, goroutines: c.goroutines, findRatio: c.findRatio}
+	if sc != nil {
+		w.maxRetries = scenarioRetries
+		w.storm = sc.name == scenarioStorm
+	}
 
 	// opCtx is what the operations run under: the ones under way at the end
 	// (or at Ctrl-C) may finish, unless they take longer than drainLimit.
 	opCtx, cancelOps := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelOps()
 
+	if sc != nil {
+		if err := sc.prepare(running, w); err != nil {
+			mp.Close()
+			return o.fail("-scenario %s: %v", sc.name, err)
+		}
+	}
+
 	var bg sync.WaitGroup
-	bg.Go(func() { progress(running, out, p, w, out.tty && !c.events) })
+	progress := &watcher{out: o.out, w: w,
+		plain: func(elapsed time.Duration, rate float64) []string {
+			return []string{progressLine(elapsed, rate, p.Stats())}
+		}}
+	if o.live {
+		progress.live = &liveView{title: title, limit: c.duration}
+	}
+	if o.events != nil {
+		progress.onTick = o.events.flush
+	}
+	bg.Go(func() {
+		observe(running, func() []viewPool { return []viewPool{{addr: p.Address(), now: p.Stats()}} }, progress)
+	})
+	var clears *clearer
 	if c.clearEvery > 0 {
-		bg.Go(func() { clearPeriodically(running, p, c.clearEvery, c.interrupt, out) })
+		clears = &clearer{p: p, every: c.clearEvery, interrupt: c.interrupt, alternate: sc != nil && sc.name == scenarioClear, out: o.out}
+		bg.Go(func() { clears.run(running) })
 	}
 	elapsed := drive(running, opCtx, cancelOps, w)
+	endRun() // the workload may end before -duration (a storm): so does what runs beside it
 	bg.Wait()
 
 	// Leave the server as it was, even after Ctrl-C: best effort, bounded.
-	dropCtx, cancelDrop := context.WithTimeout(context.WithoutCancel(ctx), cleanupLimit)
-	dropErr := w.admin(dropCtx, bson.D{{Key: "dropDatabase", Value: 1}})
-	cancelDrop()
+	cleanupCtx, cancelCleanup := context.WithTimeout(context.WithoutCancel(ctx), cleanupLimit)
+	var restoreErr error
+	if sc != nil {
+		restoreErr = sc.restore(cleanupCtx, w)
+	}
+	dropErr := w.admin(cleanupCtx, db, bson.D{{Key: "dropDatabase", Value: 1}})
+	cancelCleanup()
 
 	closeErr := mp.Close()
+	took := time.Since(began)
 	if ctx.Err() != nil {
-		out.println("mongopool: interrupted")
+		o.out.println("mongopool: interrupted")
 	}
 	s := summarize(p.Stats(), w, monitor, elapsed)
+	if sc == nil || sc.name != scenarioStorm {
+		s.openCheckOuts = openCheckOuts
+	}
+	s.crossCheck()
+	if sc != nil {
+		s.scenario = sc.summary(s, clears) // with its own checks
+	}
+	s.judge()
+	s.timing(took, c.duration, c.grace)
+	if restoreErr != nil {
+		s.failures = append(s.failures, fmt.Sprintf("could not turn the fail point off: %v", restoreErr))
+	}
 	if dropErr != nil {
 		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %v", db, dropErr))
 	}
 	if closeErr != nil {
 		s.failures = append(s.failures, "closing the pool: "+closeErr.Error())
 	}
-	s.print(out)
+	if o.events != nil {
+		if err := o.events.close(); err != nil {
+			s.failures = append(s.failures, err.Error())
+		}
+	}
+	s.print(o.out)
 	if len(s.failures) > 0 {
-		return fail("%s", strings.Join(s.failures, "; "))
+		return o.fail("%s", strings.Join(s.failures, "; "))
 	}
 	return 0
 }
@@ -406,13 +536,28 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// clearPeriodically clears the pool every interval, as a topology layer would
-// when the server's monitor reports an error, and readies it right after, as
-// it would once the server is back. Connections of the old generation become
+// clearer clears the pool every interval, as a topology layer would when
+// the server's monitor reports an error, and readies it right after, as it
+// would once the server is back. Connections of the old generation become
 // stale: idle ones are closed, checked-out ones when they come back (or at
-// once, with interrupt).
-func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, interrupt bool, out *console) {
-	tick := time.NewTicker(every)
+// once, with interruptInUseConnections).
+type clearer struct {
+	p         *pool.Pool
+	every     time.Duration
+	interrupt bool // every clear interrupts the connections in use
+	// alternate makes every other clear interrupt them (-scenario clear),
+	// the first one not.
+	alternate bool
+	out       *console
+
+	// The clears done, with and without interruptInUseConnections; read
+	// once run has returned.
+	done, interrupting int64
+}
+
+// run clears the pool every c.every until ctx ends.
+func (c *clearer) run(ctx context.Context) {
+	tick := time.NewTicker(c.every)
 	defer tick.Stop()
 	for {
 		select {
@@ -420,8 +565,14 @@ func clearPeriodically(ctx context.Context, p *pool.Pool, every time.Duration, i
 			return
 		case <-tick.C:
 		}
-		if err := clearOnce(p, interrupt); err != nil {
-			out.println("mongopool: -clear-every: " + err.Error())
+		interrupt := c.interrupt || c.alternate && c.done%2 == 1
+		if err := clearOnce(c.p, interrupt); err != nil {
+			c.out.println("mongopool: -clear-every: " + err.Error())
+			continue
+		}
+		c.done++
+		if interrupt {
+			c.interrupting++
 		}
 	}
 }

@@ -6,36 +6,43 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mongopool/mongopool/pool"
 )
 
-// console is standard output shared by the progress line, the event printer
-// and the summary. It is buffered (printing every event unbuffered would slow
-// the pool down more than it shows) and flushed by the progress ticker.
+// console is the report's output, shared by the progress, the live view and
+// the summary. It is buffered and flushed by the progress ticker.
 type console struct {
-	mu      sync.Mutex
-	w       *bufio.Writer
-	tty     bool // a terminal: the progress line refreshes in place
-	lineLen int  // length of the progress line on screen, 0 if none
-	// blockLines is the number of lines of the progress block on screen (a
-	// client's: a line per server), 0 if none.
+	mu  sync.Mutex
+	w   *bufio.Writer
+	f   *os.File // the output, when it is a file (for its width)
+	tty bool     // a terminal: the progress is redrawn in place
+	// blockLines is the number of lines of the progress block on screen,
+	// 0 if none.
 	blockLines int
 }
 
 func newConsole(w io.Writer) *console {
-	tty := false
+	c := &console{w: bufio.NewWriterSize(w, 64<<10)}
 	if f, ok := w.(*os.File); ok {
-		fi, err := f.Stat()
-		tty = err == nil && fi.Mode()&os.ModeCharDevice != 0
+		c.f = f
+		_, c.tty = terminalWidth(f)
 	}
-	return &console{w: bufio.NewWriterSize(w, 64<<10), tty: tty}
+	return c
 }
 
-// println prints a line, first ending the progress line if one is showing.
+// width returns the terminal's width, 0 when not known.
+func (c *console) width() int {
+	if c.f == nil {
+		return 0
+	}
+	w, _ := terminalWidth(c.f)
+	return w
+}
+
+// println prints a line, first ending the progress block if one is showing.
 func (c *console) println(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -44,19 +51,9 @@ func (c *console) println(s string) {
 	c.w.WriteByte('\n')
 }
 
-// status shows s as the refreshing progress line and flushes.
-func (c *console) status(s string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	pad := max(c.lineLen-len(s), 0)
-	fmt.Fprintf(c.w, "\r%s%s", s, strings.Repeat(" ", pad))
-	c.lineLen = len(s)
-	c.w.Flush()
-}
-
 // statusBlock shows lines as the refreshing progress block, in place of the
 // previous one, and flushes. It moves the cursor with ANSI escapes: a
-// terminal only.
+// terminal only. No line may be wider than the terminal.
 func (c *console) statusBlock(lines []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,9 +72,9 @@ func (c *console) statusBlock(lines []string) {
 }
 
 func (c *console) endStatusLocked() {
-	if c.lineLen > 0 || c.blockLines > 0 {
+	if c.blockLines > 0 {
 		c.w.WriteByte('\n')
-		c.lineLen, c.blockLines = 0, 0
+		c.blockLines = 0
 	}
 }
 
@@ -88,23 +85,37 @@ func (c *console) flush() {
 	c.w.Flush()
 }
 
-// progress reports the workload while it runs: on a terminal one line
-// refreshed in place several times a second, otherwise (or when every event
-// is printed) a plain line per second.
-func progress(ctx context.Context, out *console, p *pool.Pool, w *workload, inPlace bool) {
-	progressLoop(ctx, out, w, inPlace, func(elapsed time.Duration, rate float64) []string {
-		return []string{progressLine(elapsed, rate, p.Stats())}
-	})
+// poolSource returns the run's pools as they are now: the one pool, or a
+// client's pool per server, sorted by address.
+type poolSource func() []viewPool
+
+// watcher shows the run's pools while the workload runs: the live view on a
+// terminal, plain lines otherwise.
+type watcher struct {
+	out  *console
+	w    *workload
+	live *liveView // nil: plain lines
+	// plain renders the plain lines from the time since the start and the
+	// operations per second.
+	plain func(elapsed time.Duration, rate float64) []string
+	// onTick runs at each redraw (the event log's flush); may be nil.
+	onTick func()
 }
 
-// progressLoop prints the lines that render returns, from the time since
-// the start and the operations per second since the last time: every 250 ms
-// in place on a terminal (a single line as a status line, several as a
-// block), otherwise every second as plain lines.
-func progressLoop(ctx context.Context, out *console, w *workload, inPlace bool, render func(elapsed time.Duration, rate float64) []string) {
+// observe watches the run's pools while the workload runs, until ctx ends:
+// the progress on the console, from progress. pools gives the pools as they
+// are at each look; an observer of another kind (a dashboard served over
+// HTTP) would be started here, from the same pools, and stopped with ctx.
+func observe(ctx context.Context, pools poolSource, progress *watcher) {
+	progress.run(ctx, pools)
+}
+
+// run redraws the live view every liveInterval, or prints the plain lines
+// every second, until ctx ends.
+func (wt *watcher) run(ctx context.Context, pools poolSource) {
 	every := time.Second
-	if inPlace {
-		every = 250 * time.Millisecond
+	if wt.live != nil {
+		every = liveInterval
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -115,20 +126,19 @@ func progressLoop(ctx context.Context, out *console, w *workload, inPlace bool, 
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			ops := w.ops.Load()
+			ops := wt.w.ops.Load()
 			rate := float64(ops-lastOps) / now.Sub(last).Seconds()
 			last, lastOps = now, ops
-			lines := render(now.Sub(start), rate)
-			switch {
-			case inPlace && len(lines) == 1:
-				out.status(lines[0])
-			case inPlace:
-				out.statusBlock(lines)
-			default:
-				for _, l := range lines {
-					out.println(l)
+			if wt.live != nil {
+				wt.out.statusBlock(wt.live.frame(now, now.Sub(start), rate, pools(), wt.out.width()))
+			} else {
+				for _, l := range wt.plain(now.Sub(start), rate) {
+					wt.out.println(l)
 				}
-				out.flush()
+				wt.out.flush()
+			}
+			if wt.onTick != nil {
+				wt.onTick()
 			}
 		}
 	}

@@ -11,51 +11,101 @@ import (
 // summary is the end-of-run report: the pool's own Stats, what the workload
 // measured, the events seen, and the cross-checks between the three.
 type summary struct {
-	stats    pool.Stats
-	results  *results // the workload's
-	admin    *results // the demo's own commands around it (dropDatabase)
-	started  int64    // the workload's operations, by the progress counter
-	monitor  *eventMonitor
-	elapsed  time.Duration
-	problems []string // figures that should agree and do not
-	failures []string // what failed, one phrase each, for the line at the end
+	stats   pool.Stats
+	w       *workload
+	results *results // the workload's
+	admin   *results // the job's own commands around it (dropDatabase, a scenario's fail point)
+	started int64    // the workload's operations, by the progress counter
+	monitor *eventMonitor
+	elapsed time.Duration
+	// openCheckOuts is the number of check-outs before the workload's:
+	// Open's ping (none for a pool made by New).
+	openCheckOuts int64
+	scenario      []string // the scenario's lines
+	took          string   // the line on how long the run lasted
+	problems      []string // figures that should agree and do not
+	failures      []string // what failed, one phrase each, for the line at the end
 }
 
 // openCheckOuts is the number of check-outs mongopool.Open makes: the ping
 // that checks the server is there.
 const openCheckOuts = 1
 
+// summarize gathers the figures of the report; crossCheck and judge then
+// compare them.
 func summarize(s pool.Stats, w *workload, m *eventMonitor, elapsed time.Duration) *summary {
-	sum := &summary{stats: s, results: &w.results, admin: &w.adminResults, started: w.ops.Load(), monitor: m, elapsed: elapsed}
-	sum.crossCheck()
-	r := sum.results
-	if len(sum.problems) > 0 {
-		sum.failures = append(sum.failures, fmt.Sprintf("%d of the summary's cross-checks failed (MISMATCH above)", len(sum.problems)))
-	}
-	if n := r.unexplained(); n > 0 {
-		sum.failures = append(sum.failures, fmt.Sprintf("%d operations failed: %s", n, r.kinds(0, numKinds, false)))
-	}
-	if r.notFound > 0 {
-		sum.failures = append(sum.failures, fmt.Sprintf("%d finds did not find a document the workload had inserted", r.notFound))
-	}
-	if r.ok() == 0 {
-		sum.failures = append(sum.failures, "no operation succeeded")
-	}
-	return sum
+	return &summary{stats: s, w: w, results: &w.results, admin: &w.adminResults, started: w.ops.Load(), monitor: m, elapsed: elapsed}
 }
 
-// kinds renders the counts of the failure kinds in [from, to), "3 out of
-// time, 2 server errors (UnknownError 2)", leaving out the kinds with no
-// failure, and those that -clear-every caused unless withFlag.
+// judge adds to the failures what went wrong in the workload.
+func (s *summary) judge() {
+	r := s.results
+	if len(s.problems) > 0 {
+		s.failures = append(s.failures, fmt.Sprintf("%d of the summary's cross-checks failed (MISMATCH above)", len(s.problems)))
+	}
+	if n := r.unexplained(); n > 0 {
+		s.failures = append(s.failures, fmt.Sprintf("%d operations failed: %s", n, r.kinds(0, numKinds, false)))
+	}
+	if r.notFound > 0 {
+		s.failures = append(s.failures, fmt.Sprintf("%d finds did not find a document the workload had inserted", r.notFound))
+	}
+	if r.ok() == 0 {
+		s.failures = append(s.failures, "no operation succeeded")
+	}
+}
+
+// timing says how long the run lasted, from the start of the connecting to
+// the end of Close, against -duration, and fails a run that lasted longer
+// than -duration + grace.
+func (s *summary) timing(took, duration, grace time.Duration) {
+	s.took, s.failures = timingLine(took, duration, grace, s.failures)
+}
+
+// timingLine renders how long the run took against its limit, and adds a
+// failure when it overran.
+func timingLine(took, duration, grace time.Duration, failures []string) (string, []string) {
+	line := fmt.Sprintf("time         %v in all: -duration %v, then %v to finish (at most %v)", roundDur(took), duration, roundDur(max(took-duration, 0)), grace)
+	if took > duration+grace {
+		failures = append(failures, fmt.Sprintf("the run lasted %v, more than -duration (%v) and %v to finish", roundDur(took), duration, grace))
+	}
+	return line, failures
+}
+
+// kinds renders the counts of the failed operations' kinds in [from, to),
+// "3 out of time, 2 server errors (UnknownError 2)", leaving out the kinds
+// with no failure, and those that -clear-every caused unless withFlag.
 func (r *results) kinds(from, to failureKind, withFlag bool) string {
+	return renderKinds(&r.byKind, from, to, withFlag, r.cmdErrors)
+}
+
+// attemptKindsIn renders the counts of the failed attempts' kinds in
+// [from, to).
+func (r *results) attemptKindsIn(from, to failureKind) string {
+	return renderKinds(&r.attemptKinds, from, to, true, nil)
+}
+
+// retriedKinds renders the kinds of the failed attempts that were retried:
+// the failed attempts of each kind but the operations' final failures.
+func retriedKinds(r *results) string {
+	var retried [numKinds]int64
+	for k := range retried {
+		retried[k] = r.attemptKinds[k] - r.byKind[k]
+	}
+	return renderKinds(&retried, 0, numKinds, true, nil)
+}
+
+// renderKinds renders counts by kind in [from, to), leaving out the kinds
+// with none, and those that -clear-every caused unless withFlag; the server
+// errors with their counts by codeName when cmdErrors has them.
+func renderKinds(counts *[numKinds]int64, from, to failureKind, withFlag bool, cmdErrors map[string]int64) string {
 	var parts []string
 	for k := from; k < to; k++ {
-		if r.byKind[k] == 0 || k.byFlag() && !withFlag {
+		if counts[k] == 0 || k.byFlag() && !withFlag {
 			continue
 		}
-		part := fmt.Sprintf("%d %v", r.byKind[k], k)
+		part := fmt.Sprintf("%d %v", counts[k], k)
 		if k == serverError {
-			part += byName(r.cmdErrors)
+			part += byName(cmdErrors)
 		}
 		parts = append(parts, part)
 	}
@@ -92,20 +142,30 @@ func (s *summary) print(out *console) {
 			lines = append(lines, fmt.Sprintf("             last failed command (%v): %v", r.lastOpKind, r.lastOpErr))
 		}
 	}
+	lines = append(lines,
+		fmt.Sprintf("done         %d operations = %d succeeded + %d failed", r.started, r.ok(), r.failed),
+		fmt.Sprintf("attempts     %d = %d operations + %d retries = %d got a connection + %d did not", r.attempts, r.started, r.retries, r.gotConn, r.noConn))
+	if r.retries > 0 {
+		line := fmt.Sprintf("retries      %d attempts retried: %s; %d operations succeeded on a retry", r.retries, retriedKinds(r), r.retriedOK)
+		if r.rewritten > 0 {
+			line += fmt.Sprintf(" (%d inserts found their document written by the attempt interrupted)", r.rewritten)
+		}
+		lines = append(lines, line)
+	}
 	if a.ok() == a.started {
 		lines = append(lines, "cleanup      dropped the demo's database")
 	} else {
 		lines = append(lines, "cleanup      could not drop the demo's database (the line at the end says why)")
 	}
-	if n := all.failedCheckOuts(); n == 0 {
+	if n := all.noConn; n == 0 {
 		lines = append(lines, fmt.Sprintf("checkouts    no check-out of %d failed", st.CheckedOut+st.CheckOutFailed))
 	} else {
-		lines = append(lines, fmt.Sprintf("checkouts    %d of %d failed: %s", n, st.CheckedOut+st.CheckOutFailed, all.kinds(0, firstAfterCheckOut, true)),
+		lines = append(lines, fmt.Sprintf("checkouts    %d of %d failed: %s", n, st.CheckedOut+st.CheckOutFailed, all.attemptKindsIn(0, firstAfterCheckOut)),
 			fmt.Sprintf("             of the failed: %d RetryableError, %d SystemOverloadedError; last: %v", all.retryable, all.overloaded, all.lastCheckOutErr))
 	}
 	lines = append(lines,
-		fmt.Sprintf("             %d succeeded; %d by the workload, %d by Open's ping, %d by the final dropDatabase",
-			st.CheckedOut, r.gotConnection()+r.failedCheckOuts(), openCheckOuts, a.gotConnection()+a.failedCheckOuts()),
+		fmt.Sprintf("             %d succeeded; %d by the workload, %d by Open's ping, %d by the job's own commands (dropDatabase, a fail point)",
+			st.CheckedOut, r.attempts, s.openCheckOuts, a.attempts),
 		fmt.Sprintf("connections  created %d, closed %d: %d stale, %d idle, %d error, %d poolClosed; %d establishments failed",
 			st.Created, st.Closed, st.ClosedStale, st.ClosedIdle, st.ClosedError, st.ClosedPoolClosed, st.EstablishFailed),
 		"latency      (measured by the workload, successful calls only)",
@@ -118,6 +178,10 @@ func (s *summary) print(out *console) {
 	)
 	for _, t := range eventTypes {
 		lines = append(lines, fmt.Sprintf("  %-26s %d", t, s.monitor.count(t)))
+	}
+	lines = append(lines, s.scenario...)
+	if s.took != "" {
+		lines = append(lines, s.took)
 	}
 	if len(s.problems) == 0 {
 		lines = append(lines, "checks       stats, events and the workload's own counts agree")
@@ -163,10 +227,14 @@ func (s *summary) crossCheck() {
 		{"operations started vs the progress counter", r.started, s.started},
 		{"operations started vs succeeded + failed", r.started, r.ok() + r.failed},
 		{"failed operations vs their count by kind", r.failed, r.kindsTotal()},
-		{"dropDatabase: started vs succeeded + failed", a.started, a.ok() + a.failed},
-		{"dropDatabase: failed vs their count by kind", a.failed, a.kindsTotal()},
-		{"Stats.CheckedOut vs operations that got a connection", st.CheckedOut, openCheckOuts + r.gotConnection() + a.gotConnection()},
-		{"Stats.CheckOutFailed vs failed check-outs seen", st.CheckOutFailed, r.failedCheckOuts() + a.failedCheckOuts()},
+		{"attempts vs operations + retries", r.attempts, r.started + r.retries},
+		{"attempts vs those that got a connection + those that did not", r.attempts, r.gotConn + r.noConn},
+		{"attempts vs succeeded + failed attempts by kind", r.attempts, r.ok() + r.attemptKindsTotal()},
+		{"the job's own commands: started vs succeeded + failed", a.started, a.ok() + a.failed},
+		{"the job's own commands: failed vs their count by kind", a.failed, a.kindsTotal()},
+		{"Stats.CheckedOut vs attempts that got a connection", st.CheckedOut, s.openCheckOuts + r.gotConn + a.gotConn},
+		{"Stats.CheckOutFailed vs failed check-outs seen", st.CheckOutFailed, r.noConn + a.noConn},
+		{"failed check-outs seen vs their count by kind", r.noConn + a.noConn, r.checkOutKindsTotal() + a.checkOutKindsTotal()},
 		{"Stats.Timeouts vs WaitQueueTimeoutErrors seen", st.Timeouts, r.waitTimeouts + a.waitTimeouts},
 		{"Stats.CheckedIn vs Stats.CheckedOut", st.CheckedIn, st.CheckedOut},
 		{"Stats.Closed vs Stats.Created after Close", st.Closed, st.Created},

@@ -33,12 +33,31 @@ type workload struct {
 	goroutines int
 	findRatio  float64
 
+	// maxRetries is how many times an operation of the pool that fails
+	// with a retryable error (labelled RetryableError: a check-out turned
+	// away or a connection interrupted by a clear, an establishment refused
+	// by an overloaded server) is tried again, as a driver retries: after a
+	// backoff when the error is labelled SystemOverloadedError too (see
+	// overloadBackoff), otherwise after failurePause. 0 tries each
+	// operation once.
+	maxRetries int
+	// storm makes every goroutine run one operation, all of them released
+	// at once when the goroutines are ready (-scenario storm); released
+	// is when.
+	storm    bool
+	released time.Time
+	// delay, when set (-scenario slow), is how long the server delays
+	// each reply: the successful commands answered faster are counted in
+	// results.belowDelay.
+	delay time.Duration
+
 	ops atomic.Int64 // operations finished, for the progress line
 
 	mu      sync.Mutex // guards the results merged by the workers
 	results results
 	// adminResults counts the commands run outside the workload (the final
-	// dropDatabase), so that the pool's counts can be checked against them.
+	// dropDatabase, a scenario's fail point), so that the pool's counts can
+	// be checked against them.
 	adminResults results
 }
 
@@ -59,17 +78,39 @@ type results struct {
 	failed  int64
 	byKind  [numKinds]int64
 
+	// Each try of an operation is an attempt: the first one, and each retry
+	// (see workload.maxRetries). The pool counts check-outs, so attempts:
+	// gotConn got a connection, noConn did not; attemptKinds sorts every
+	// failed attempt, retried or not, by kind.
+	attempts     int64
+	gotConn      int64
+	noConn       int64
+	attemptKinds [numKinds]int64
+	retries      int64 // attempts that were retries
+	retriedOK    int64 // operations that succeeded on a retry
+	// rewritten counts the retried inserts that found their document
+	// written already (a duplicate key): the attempt before was interrupted
+	// after the server had run it.
+	rewritten int64
+	// belowDelay counts the successful commands answered faster than
+	// workload.delay, when set.
+	belowDelay int64
+	// lastCheckedOut is the latest successful check-out (-scenario storm:
+	// the queue drained then).
+	lastCheckedOut time.Time
+
 	inserts  int64 // inserts that succeeded
 	finds    int64 // finds that succeeded
 	notFound int64 // ... but did not find the document the worker had inserted
 
 	cmdErrors map[string]int64 // the failures of kind serverError, by codeName
 
-	waitTimeouts int64 // failed check-outs whose error is a *pool.WaitQueueTimeoutError
-	retryable    int64 // failed check-outs labelled RetryableError
-	overloaded   int64 // ... and those labelled SystemOverloadedError
+	// Of the failed check-outs (attempts):
+	waitTimeouts int64 // those whose error is a *pool.WaitQueueTimeoutError
+	retryable    int64 // those labelled RetryableError
+	overloaded   int64 // those labelled SystemOverloadedError
 
-	// The latest failures, as examples for the summary.
+	// The latest failed attempts, as examples for the summary.
 	lastCheckOutErr, lastOpErr   error
 	lastCheckOutKind, lastOpKind failureKind
 }
@@ -120,21 +161,22 @@ func (k failureKind) String() string { return kindNames[k] }
 // server, the network or the pool.
 func (k failureKind) byFlag() bool { return k == turnedAwayByFlag || k == interruptedByFlag }
 
-// gotConnection is the number of operations whose check-out succeeded.
-func (r *results) gotConnection() int64 {
-	n := r.ok()
-	for k := firstAfterCheckOut; k < numKinds; k++ {
-		n += r.byKind[k]
+func (r *results) ok() int64 { return r.inserts + r.finds }
+
+// attemptKindsTotal is the failed attempts counted by kind.
+func (r *results) attemptKindsTotal() int64 {
+	var n int64
+	for _, c := range r.attemptKinds {
+		n += c
 	}
 	return n
 }
 
-func (r *results) ok() int64 { return r.inserts + r.finds }
-
-func (r *results) failedCheckOuts() int64 {
+// checkOutKindsTotal is the failed check-outs counted by kind.
+func (r *results) checkOutKindsTotal() int64 {
 	var n int64
 	for k := range firstAfterCheckOut {
-		n += r.byKind[k]
+		n += r.attemptKinds[k]
 	}
 	return n
 }
@@ -168,12 +210,23 @@ func (r *results) byFlag() int64 { return r.failed - r.unexplained() }
 // each operation runs under ctx, which bounds the last ones. run returns
 // when every worker has finished its last operation.
 func (w *workload) run(running, ctx context.Context) {
-	var wg sync.WaitGroup
+	var wg, ready sync.WaitGroup
+	gate := make(chan struct{}) // closed to release a storm
+	if w.storm {
+		ready.Add(w.goroutines)
+	}
 	for worker := range w.goroutines {
 		wg.Go(func() {
 			var r results
 			var ids []bson.ObjectID // the latest ones this worker inserted
-			for seq := 0; running.Err() == nil; seq++ {
+			if w.storm {
+				ready.Done()
+				select {
+				case <-gate:
+				case <-running.Done():
+				}
+			}
+			for seq := 0; running.Err() == nil && !(w.storm && seq > 0); seq++ {
 				var cmd bson.D
 				var id bson.ObjectID
 				// A find needs a document to find: the first operation is
@@ -202,6 +255,13 @@ func (w *workload) run(running, ctx context.Context) {
 			w.results.merge(&r)
 			w.mu.Unlock()
 		})
+	}
+	if w.storm {
+		// Every goroutine is started and waits at the gate: the storm
+		// starts at once, not as fast as goroutines can be started.
+		ready.Wait()
+		w.released = time.Now()
+		close(gate)
 	}
 	wg.Wait()
 }
@@ -248,8 +308,9 @@ func pause(ctx context.Context, d time.Duration) {
 // It goes through mongopool's Do, as an application would (so that a pool
 // paused by an establishment error asks the server's monitor to check it at
 // once), and times the check-out from inside: Do's function starts as soon as
-// the connection is checked out. It reports whether the check-out succeeded
-// and whether the command did.
+// the connection is checked out. An attempt that fails with a retryable
+// error is tried again, up to w.maxRetries times. It reports whether the
+// last attempt's check-out succeeded and whether the operation did.
 func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find bool) (gotConn, ok bool) {
 	raw, err := bson.Marshal(cmd)
 	if err != nil {
@@ -260,34 +321,114 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 	}
 
 	r.started++
-	var checkedOut, replied time.Time
-	var reply bson.Raw
 	start := time.Now()
-	err = w.pool.Do(ctx, func(c *connection.Conn) error {
-		checkedOut = time.Now()
-		var err error
-		reply, err = c.RoundTrip(ctx, raw)
-		replied = time.Now()
+	for retry := 0; ; retry++ {
+		a := w.attempt(ctx, raw)
+		r.attempts++
+		if retry > 0 {
+			r.retries++
+		}
+		err := a.err
+		if a.gotConn {
+			r.gotConn++
+			r.checkout.record(a.checkedOut.Sub(a.start))
+			if a.checkedOut.After(r.lastCheckedOut) {
+				r.lastCheckedOut = a.checkedOut
+			}
+			if err != nil && retry > 0 && !find && isDuplicateKey(err) {
+				r.rewritten++
+				err = nil
+			}
+		} else {
+			r.noConn++
+		}
 		if err == nil {
-			err = replyError(reply)
+			took := a.replied.Sub(a.checkedOut)
+			r.command.record(took)
+			if took < w.delay {
+				r.belowDelay++
+			}
+			r.operation.record(time.Since(start))
+			if retry > 0 {
+				r.retriedOK++
+			}
+			r.succeeded(a.reply, find)
+			return true, true
+		}
+		var kind failureKind
+		if a.gotConn {
+			kind = r.opFailed(ctx, err)
+		} else {
+			kind = r.checkOutFailed(ctx, err)
+		}
+		r.attemptKinds[kind]++
+		if retry < w.maxRetries && ctx.Err() == nil && pool.HasErrorLabel(err, pool.LabelRetryable) {
+			if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+				pause(ctx, overloadBackoff(retry+1))
+			} else {
+				pause(ctx, failurePause)
+			}
+			if ctx.Err() == nil {
+				continue
+			}
+		}
+		r.failed++
+		r.byKind[kind]++
+		var cmdErr *wire.CommandError
+		if kind == serverError && errors.As(err, &cmdErr) {
+			r.countServerError(cmdErr.CodeName, cmdErr.Code)
+		}
+		return a.gotConn, false
+	}
+}
+
+// attempt is one try of an operation: when it started, when its check-out
+// and its round trip ended, and how.
+type attempt struct {
+	start, checkedOut, replied time.Time
+	gotConn                    bool
+	reply                      bson.Raw
+	err                        error
+}
+
+// attempt tries the command raw once through the pool.
+func (w *workload) attempt(ctx context.Context, raw bson.Raw) attempt {
+	a := attempt{start: time.Now()}
+	a.err = w.pool.Do(ctx, func(c *connection.Conn) error {
+		a.checkedOut, a.gotConn = time.Now(), true
+		var err error
+		a.reply, err = c.RoundTrip(ctx, raw)
+		a.replied = time.Now()
+		if err == nil {
+			err = replyError(a.reply)
 		}
 		return err // Do says so if a clear interrupted the connection
 	})
-	if checkedOut.IsZero() {
-		r.failed++
-		r.checkOutFailed(ctx, err)
-		return false, false
+	return a
+}
+
+// Retries of errors labelled SystemOverloadedError wait a random part of
+// min(maxOverloadBackoff, baseOverloadBackoff * 2^retry) first: the
+// backoff of the client backpressure specification.
+const (
+	baseOverloadBackoff = 100 * time.Millisecond
+	maxOverloadBackoff  = 10 * time.Second
+)
+
+// overloadBackoff returns the wait before the nth retry (from 1) of an
+// operation that met an overloaded server.
+func overloadBackoff(n int) time.Duration {
+	step := maxOverloadBackoff
+	if n < 8 { // 100ms * 2^7 is past the maximum already
+		step = min(step, baseOverloadBackoff<<n)
 	}
-	r.checkout.record(checkedOut.Sub(start))
-	if err != nil {
-		r.failed++
-		r.opFailed(ctx, err)
-		return true, false
-	}
-	r.command.record(replied.Sub(checkedOut))
-	r.operation.record(time.Since(start))
-	r.succeeded(reply, find)
-	return true, true
+	return rand.N(step + 1)
+}
+
+// isDuplicateKey reports the error of an insert whose _id is taken.
+func isDuplicateKey(err error) bool {
+	var cmdErr *wire.CommandError
+	return errors.As(err, &cmdErr) && cmdErr.Code == 11000
 }
 
 // succeeded counts an operation that succeeded with reply.
@@ -312,6 +453,7 @@ func (r *results) succeeded(reply bson.Raw, find bool) {
 // the client does not tell whether a failed operation had a connection.
 func (w *workload) clientOperation(ctx context.Context, r *results, cmd bson.Raw, find bool) (gotConn, ok bool) {
 	r.started++
+	r.attempts++ // the client retries inside the call: one attempt as seen from here
 	start := time.Now()
 	var reply bson.Raw
 	var err error
@@ -328,7 +470,9 @@ func (w *workload) clientOperation(ctx context.Context, r *results, cmd bson.Raw
 	}
 	if err != nil {
 		r.failed++
-		r.clientFailed(ctx, err)
+		kind := r.clientFailed(ctx, err)
+		r.byKind[kind]++
+		r.attemptKinds[kind]++
 		return false, false
 	}
 	r.operation.record(time.Since(start))
@@ -345,9 +489,9 @@ func commandName(cmd bson.Raw) string {
 	return elems[0].Key()
 }
 
-// clientFailed records an operation of the client that failed, by the kind
-// of its error.
-func (r *results) clientFailed(ctx context.Context, err error) {
+// clientFailed records an operation of the client that failed and returns
+// the kind of its error.
+func (r *results) clientFailed(ctx context.Context, err error) failureKind {
 	var (
 		cleared *pool.PoolClearedError
 		cmdErr  *wire.CommandError
@@ -379,8 +523,8 @@ func (r *results) clientFailed(ctx context.Context, err error) {
 	case errors.As(err, &netErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
 		kind = brokenConnection
 	}
-	r.byKind[kind]++
 	r.lastOpErr, r.lastOpKind = err, kind
+	return kind
 }
 
 // countServerError counts a failure of kind serverError by its codeName.
@@ -407,11 +551,11 @@ func countName(m map[string]int64, name string) {
 	m[name]++
 }
 
-// admin runs a command of the demo's own (not part of the workload) and
-// counts it in adminResults (a success as an insert).
-func (w *workload) admin(ctx context.Context, cmd bson.D) error {
+// admin runs a command of the job's own (not part of the workload) on the
+// database db and counts it in adminResults (a success as an insert).
+func (w *workload) admin(ctx context.Context, db string, cmd bson.D) error {
 	var r results
-	cmd = append(cmd, bson.E{Key: "$db", Value: w.db})
+	cmd = append(cmd, bson.E{Key: "$db", Value: db})
 	w.operation(ctx, &r, cmd, false)
 	w.mu.Lock()
 	w.adminResults.merge(&r)
@@ -443,8 +587,9 @@ func replyError(reply bson.Raw) error {
 	return &wire.CommandError{Code: int32(code), CodeName: "WriteError", Message: msg, Raw: reply}
 }
 
-// opFailed records an operation that failed after its check-out.
-func (r *results) opFailed(ctx context.Context, err error) {
+// opFailed records an attempt that failed after its check-out and returns
+// the kind of its failure.
+func (r *results) opFailed(ctx context.Context, err error) failureKind {
 	var cmdErr *wire.CommandError
 	kind := brokenConnection
 	switch {
@@ -457,14 +602,14 @@ func (r *results) opFailed(ctx context.Context, err error) {
 		kind = tooLate
 	case errors.As(err, &cmdErr):
 		kind = serverError
-		r.countServerError(cmdErr.CodeName, cmdErr.Code)
 	}
-	r.byKind[kind]++
 	r.lastOpErr, r.lastOpKind = err, kind
+	return kind
 }
 
-// checkOutFailed records an operation whose check-out failed.
-func (r *results) checkOutFailed(ctx context.Context, err error) {
+// checkOutFailed records an attempt whose check-out failed and returns the
+// kind of its failure.
+func (r *results) checkOutFailed(ctx context.Context, err error) failureKind {
 	kind := checkOutOther
 	switch {
 	case errors.Is(err, pool.ErrPoolCleared):
@@ -479,7 +624,6 @@ func (r *results) checkOutFailed(ctx context.Context, err error) {
 	case errors.As(err, new(*pool.ConnectionError)):
 		kind = connectionError
 	}
-	r.byKind[kind]++
 	if errors.Is(err, pool.ErrWaitQueueTimeout) {
 		r.waitTimeouts++
 	}
@@ -490,6 +634,7 @@ func (r *results) checkOutFailed(ctx context.Context, err error) {
 		r.overloaded++
 	}
 	r.lastCheckOutErr, r.lastCheckOutKind = err, kind
+	return kind
 }
 
 func (r *results) merge(o *results) {
@@ -500,6 +645,19 @@ func (r *results) merge(o *results) {
 	r.failed += o.failed
 	for k, n := range o.byKind {
 		r.byKind[k] += n
+	}
+	r.attempts += o.attempts
+	r.gotConn += o.gotConn
+	r.noConn += o.noConn
+	for k, n := range o.attemptKinds {
+		r.attemptKinds[k] += n
+	}
+	r.retries += o.retries
+	r.retriedOK += o.retriedOK
+	r.rewritten += o.rewritten
+	r.belowDelay += o.belowDelay
+	if o.lastCheckedOut.After(r.lastCheckedOut) {
+		r.lastCheckedOut = o.lastCheckedOut
 	}
 	r.inserts += o.inserts
 	r.finds += o.finds
