@@ -43,8 +43,12 @@ func runClient(ctx, running context.Context, start time.Time, c config, cs *conn
 	monitor := &eventMonitor{start: start, log: o.events, byAddress: true}
 	topo := &topologyWatch{start: start, log: o.events}
 	cmds := &commandWatch{}
+	poolOpts := append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))
+	if o.web != nil {
+		poolOpts = append(poolOpts, o.web.handler(webClient))
+	}
 	opts := []mongopool.ClientOption{
-		mongopool.WithPoolOptions(append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))...),
+		mongopool.WithPoolOptions(poolOpts...),
 		mongopool.WithTopologyEventHandler(topo.handle),
 		mongopool.WithCommandEventHandler(cmds.handle(topo)),
 	}
@@ -73,6 +77,11 @@ func runClient(ctx, running context.Context, start time.Time, c config, cs *conn
 		}
 	}()
 	topo.attach(client.Topology())
+	if o.web != nil {
+		if err := o.web.d.AddSource(webClient, client.Pools); err != nil {
+			return fail("cannot show the pools on the dashboard: %v", err)
+		}
+	}
 
 	db := "mongopool_demo_" + randomHex(4)
 	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds (readPreference %s), %.0f%% inserts into %s.%s",

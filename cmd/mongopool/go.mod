@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/mongopool/mongopool v0.0.0
+	github.com/mongopool/mongopool/dashboard v0.0.0
 	github.com/mongopool/mongopool/internal/embedded v0.0.0
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 )
@@ -32,6 +33,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.2 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mongopool/mongopool/metrics/prometheus v0.0.0 // indirect
 	github.com/montanaflynn/stats v0.7.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/ncruces/go-strftime v0.1.9 // indirect
@@ -75,3 +77,7 @@ require (
 replace github.com/mongopool/mongopool => ../..
 
 replace github.com/mongopool/mongopool/internal/embedded => ../../internal/embedded
+
+replace github.com/mongopool/mongopool/dashboard => ../../dashboard
+
+replace github.com/mongopool/mongopool/metrics/prometheus => ../../metrics/prometheus

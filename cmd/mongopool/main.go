@@ -90,6 +90,7 @@ type config struct {
 	delay            time.Duration
 	events           string
 	replset          bool
+	http             string
 
 	// grace is how long a run may last beyond -duration before it counts
 	// as overrun: overrunGrace, which the tests lower.
@@ -161,6 +162,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs.BoolVar(&c.interrupt, "interrupt", false, "with -clear-every: clear with interruptInUseConnections")
 	fs.DurationVar(&c.delay, "delay", defaultDelay, "-scenario slow: how long the server delays each reply to an insert or a find")
 	fs.StringVar(&c.events, "events", "", "write every pool event (and, with a client, every change of the topology) as a JSON line to this file; - for standard output, the report then going to standard error, without the live view")
+	fs.StringVar(&c.http, "http", "", "serve a live dashboard of the pools (charts, options, recent events, /metrics) on this address while the run lasts, e.g. 127.0.0.1:8080 (with a longer -duration to watch it)")
 	fs.BoolVar(&c.replset, "replset", false, "run against an in-process replica set of "+strconv.Itoa(replsetMembers)+" members, through a client of the whole set, with a step-down of the primary and an election halfway through the run (as -scenario failover)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: mongopool [flags]\n\n"+
@@ -246,6 +248,7 @@ type output struct {
 	out    *console
 	errOut io.Writer
 	events *eventLog // nil without -events
+	web    *web      // nil without -http
 	live   bool      // the live view, rather than a plain line a second
 }
 
@@ -281,6 +284,16 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 		}
 		o.events = l
 		defer l.close() // closed before the summary; this is for the early returns
+	}
+
+	if c.http != "" {
+		wb, err := startWeb(c.http)
+		if err != nil {
+			return o.fail("cannot serve the dashboard: %v", err)
+		}
+		defer wb.close()
+		o.web = wb
+		o.out.println("mongopool: dashboard at " + wb.url())
 	}
 
 	uri, where := c.uri, ""
@@ -344,6 +357,9 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	}
 	monitor := &eventMonitor{start: began, log: o.events}
 	opts := append(c.poolOptions(cs), pool.WithEventHandler(monitor.handle))
+	if o.web != nil {
+		opts = append(opts, o.web.handler(webPool))
+	}
 	var mp *mongopool.Pool
 	if sc != nil && sc.name == scenarioStorm {
 		// A storm is on an empty pool: New connects nothing.
@@ -357,6 +373,12 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	}
 	cancelOpen()
 	p := mp.Pool()
+	if o.web != nil {
+		if err := o.web.d.Add(webPool, p); err != nil {
+			mp.Close()
+			return o.fail("cannot show the pool on the dashboard: %v", err)
+		}
+	}
 
 	db := "mongopool_demo_" + randomHex(4)
 	title := "workload"
