@@ -68,6 +68,7 @@ func loadKeyPair(file, password string) (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("tlsCertificateKeyFile: %w", err)
 	}
 	var certPEM, keyPEM []byte
+	decrypted := false
 	for rest := data; ; {
 		var block *pem.Block
 		block, rest = pem.Decode(rest)
@@ -86,11 +87,18 @@ func loadKeyPair(file, password string) (tls.Certificate, error) {
 				return tls.Certificate{}, fmt.Errorf("tlsCertificateKeyFile %s: decrypting the key: wrong tlsCertificateKeyFilePassword?", file)
 			}
 			keyPEM = pem.EncodeToMemory(&pem.Block{Type: block.Type, Bytes: der})
+			decrypted = true
 		default:
 			keyPEM = pem.EncodeToMemory(block)
 		}
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil && decrypted {
+		// The legacy encryption cannot always tell a wrong password: about
+		// one in 256 decrypts to bytes with valid padding, which then do not
+		// parse.
+		return tls.Certificate{}, fmt.Errorf("tlsCertificateKeyFile %s: the decrypted key does not parse (%v): wrong tlsCertificateKeyFilePassword?", file, err)
+	}
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("tlsCertificateKeyFile %s: %w", file, err)
 	}
