@@ -445,16 +445,24 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 	}
 }
 
+// checkOut checks a connection out of the pool of s. A pool found paused
+// asks for a check of its server, which makes it ready again once the server
+// answers.
+func checkOut(ctx context.Context, s *topology.Server) (*pool.Pool, *pool.Conn, error) {
+	p := s.Pool()
+	pc, err := p.CheckOut(ctx)
+	if err != nil && errors.Is(err, pool.ErrPoolCleared) {
+		s.RequestCheck()
+	}
+	return p, pc, err
+}
+
 // attempt runs o once on s. broken reports whether the error broke the
 // connection (a network error), which the retry rules tell apart.
 func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) (reply bson.Raw, broken bool, err error) {
 	defer s.Done()
-	p := s.Pool()
-	pc, err := p.CheckOut(ctx)
+	p, pc, err := checkOut(ctx, s)
 	if err != nil {
-		if errors.Is(err, pool.ErrPoolCleared) {
-			s.RequestCheck()
-		}
 		return nil, false, err
 	}
 	defer p.CheckIn(pc)
@@ -613,12 +621,8 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 		return err
 	}
 	defer s.Done()
-	p := s.Pool()
-	pc, err := p.CheckOut(ctx)
+	p, pc, err := checkOut(ctx, s)
 	if err != nil {
-		if errors.Is(err, pool.ErrPoolCleared) {
-			s.RequestCheck()
-		}
 		return err
 	}
 	defer p.CheckIn(pc)

@@ -334,13 +334,7 @@ func (m *Monitor) wait(last time.Time) bool {
 	case <-m.wake:
 	}
 	if rest := m.minHeartbeat - time.Since(last); rest > 0 {
-		t := time.NewTimer(rest)
-		defer t.Stop()
-		select {
-		case <-m.ctx.Done():
-			return false
-		case <-t.C:
-		}
+		return m.sleep(rest)
 	}
 	return true
 }
