@@ -90,10 +90,59 @@ func (p *pipePeer) hello(t testing.TB, extra ...bson.E) bool {
 	return ok
 }
 
+// firstCommand answers the handshake, then reads the command after it; ok is
+// false once the client has gone.
+func (p *pipePeer) firstCommand(t testing.TB) (wire.Header, *wire.Msg, bool) {
+	if !p.hello(t) {
+		return wire.Header{}, nil, false
+	}
+	return p.read()
+}
+
+// answerAll answers every request with body until the client goes, and
+// returns the names of the commands it answered.
+func (p *pipePeer) answerAll(t testing.TB, body bson.Raw) []string {
+	var names []string
+	for {
+		h, m, ok := p.read()
+		if !ok {
+			return names
+		}
+		names = append(names, commandNameOf(m.Body))
+		p.reply(t, h.RequestID, 0, body)
+	}
+}
+
+// dialPipe dials a connection through p. When the test ends, the connection
+// is closed, then p's server ends are waited for; in a synctest bubble these
+// cleanups run before the bubble waits for its goroutines.
 func dialPipe(t *testing.T, p *pipeNet) *connection.Conn {
 	t.Helper()
+	t.Cleanup(p.wg.Wait)
 	c, err := connection.Dial(t.Context(), &connection.Config{Address: "db.example:27017", DialContext: p.dial}, connection.Hooks{})
 	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// startStream dials a connection through a pipe whose server answers the
+// handshake, then the awaitable hello with a first reply (counter 1,
+// moreToCome), and goes on with then, given the hello's requestID and the
+// first reply's. It returns the connection once the client has read that
+// first reply.
+func startStream(t *testing.T, then func(s *pipePeer, req, prev int32)) *connection.Conn {
+	t.Helper()
+	c := dialPipe(t, &pipeNet{serve: func(s *pipePeer) {
+		h, _, ok := s.firstCommand(t)
+		if !ok {
+			return
+		}
+		prev := s.reply(t, h.RequestID, wire.MoreToCome, counterBody(1))
+		then(s, h.RequestID, prev)
+	}})
+	if _, err := c.RoundTripExhaust(t.Context(), awaitableHello); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -122,10 +171,7 @@ func TestExhaustStreamsReplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var flags wire.Flag
 		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			h, m, ok := s.read()
+			h, m, ok := s.firstCommand(t)
 			if !ok {
 				return
 			}
@@ -139,9 +185,7 @@ func TestExhaustStreamsReplies(t *testing.T) {
 				s.reply(t, h.RequestID, 0, okBody)
 			}
 		}}
-		defer p.wg.Wait()
 		c := dialPipe(t, p)
-		defer c.Close()
 
 		reply, err := c.RoundTripExhaust(t.Context(), awaitableHello)
 		if err != nil {
@@ -183,20 +227,11 @@ func TestExhaustStreamsReplies(t *testing.T) {
 func TestExhaustWithoutMoreToCome(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			for {
-				h, _, ok := s.read()
-				if !ok {
-					return
-				}
-				s.reply(t, h.RequestID, 0, counterBody(7))
+			if s.hello(t) {
+				s.answerAll(t, counterBody(7))
 			}
 		}}
-		defer p.wg.Wait()
 		c := dialPipe(t, p)
-		defer c.Close()
 		reply, err := c.RoundTripExhaust(t.Context(), awaitableHello)
 		if err != nil || counterOf(t, reply) != 7 || c.MoreToCome() {
 			t.Fatalf("reply %v, %v, moreToCome %v", reply, err, c.MoreToCome())
@@ -214,28 +249,16 @@ func TestCommandsRefusedWhileStreaming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []string
 		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			h, m, ok := s.read()
+			h, m, ok := s.firstCommand(t)
 			if !ok {
 				return
 			}
 			seen = append(seen, commandNameOf(m.Body))
 			prev := s.reply(t, h.RequestID, wire.MoreToCome, counterBody(1))
 			s.reply(t, prev, 0, counterBody(2))
-			for {
-				h, m, ok := s.read()
-				if !ok {
-					return
-				}
-				seen = append(seen, commandNameOf(m.Body))
-				s.reply(t, h.RequestID, 0, okBody)
-			}
+			seen = append(seen, s.answerAll(t, okBody)...)
 		}}
-		defer p.wg.Wait()
 		c := dialPipe(t, p)
-		defer c.Close()
 		if _, err := c.RoundTripExhaust(t.Context(), awaitableHello); err != nil {
 			t.Fatal(err)
 		}
@@ -289,21 +312,11 @@ func TestExhaustOnlyForHelloAndGetMore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var seen []string
 		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			for {
-				h, m, ok := s.read()
-				if !ok {
-					return
-				}
-				seen = append(seen, commandNameOf(m.Body))
-				s.reply(t, h.RequestID, 0, okBody)
+			if s.hello(t) {
+				seen = s.answerAll(t, okBody)
 			}
 		}}
-		defer p.wg.Wait()
 		c := dialPipe(t, p)
-		defer c.Close()
 		if _, err := c.RoundTripExhaust(t.Context(), ping); err == nil || !strings.Contains(err.Error(), `"ping"`) || c.Err() != nil {
 			t.Fatalf("exhaust ping: %v (connection error %v)", err, c.Err())
 		}
@@ -365,23 +378,9 @@ func TestStreamedReplyChecks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := &pipeNet{serve: func(s *pipePeer) {
-					if !s.hello(t) {
-						return
-					}
-					h, _, ok := s.read()
-					if !ok {
-						return
-					}
-					prev := s.reply(t, h.RequestID, wire.MoreToCome, counterBody(1))
-					s.c.Write(tc.second(t, h.RequestID, prev))
-				}}
-				defer p.wg.Wait()
-				c := dialPipe(t, p)
-				defer c.Close()
-				if _, err := c.RoundTripExhaust(t.Context(), awaitableHello); err != nil {
-					t.Fatal(err)
-				}
+				c := startStream(t, func(s *pipePeer, req, prev int32) {
+					s.c.Write(tc.second(t, req, prev))
+				})
 				_, err := c.ReadMore(t.Context())
 				if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), tc.want) || c.Err() == nil {
 					t.Fatalf("err = %v (connection error %v), want a protocol error mentioning %q", err, c.Err(), tc.want)
@@ -408,23 +407,9 @@ func msgBytes(t *testing.T, id, responseTo int32, flags wire.Flag, body bson.Raw
 // connection is usable, as after any error reply.
 func TestErrorReplyEndsStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			h, _, ok := s.read()
-			if !ok {
-				return
-			}
-			prev := s.reply(t, h.RequestID, wire.MoreToCome, counterBody(1))
+		c := startStream(t, func(s *pipePeer, _, prev int32) {
 			s.reply(t, prev, 0, mustRaw(bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(91)}, {Key: "errmsg", Value: "shutting down"}}))
-		}}
-		defer p.wg.Wait()
-		c := dialPipe(t, p)
-		defer c.Close()
-		if _, err := c.RoundTripExhaust(t.Context(), awaitableHello); err != nil {
-			t.Fatal(err)
-		}
+		})
 		reply, err := c.ReadMore(t.Context())
 		var ce *wire.CommandError
 		if !errors.As(err, &ce) || ce.Code != 91 || reply == nil || c.MoreToCome() || c.Err() != nil {
@@ -439,23 +424,9 @@ func TestReadMoreEnds(t *testing.T) {
 	for _, how := range []string{"deadline", "close"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := &pipeNet{serve: func(s *pipePeer) {
-					if !s.hello(t) {
-						return
-					}
-					h, _, ok := s.read()
-					if !ok {
-						return
-					}
-					s.reply(t, h.RequestID, wire.MoreToCome, counterBody(1))
+				c := startStream(t, func(s *pipePeer, _, _ int32) {
 					s.read() // until the client goes
-				}}
-				defer p.wg.Wait()
-				c := dialPipe(t, p)
-				defer c.Close()
-				if _, err := c.RoundTripExhaust(t.Context(), awaitableHello); err != nil {
-					t.Fatal(err)
-				}
+				})
 				ctx := t.Context()
 				if how == "deadline" {
 					var cancel context.CancelFunc
@@ -525,16 +496,11 @@ func TestHelloReplyHook(t *testing.T) {
 func TestMoreToComeNeedsExhaust(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := &pipeNet{serve: func(s *pipePeer) {
-			if !s.hello(t) {
-				return
-			}
-			if h, _, ok := s.read(); ok {
+			if h, _, ok := s.firstCommand(t); ok {
 				s.reply(t, h.RequestID, wire.MoreToCome, okBody)
 			}
 		}}
-		defer p.wg.Wait()
 		c := dialPipe(t, p)
-		defer c.Close()
 		_, err := c.RoundTrip(t.Context(), ping)
 		if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "no exhaust was asked for") || c.Err() == nil || c.MoreToCome() {
 			t.Fatalf("err = %v (connection error %v, moreToCome %v), want a protocol error", err, c.Err(), c.MoreToCome())

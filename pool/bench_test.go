@@ -14,18 +14,7 @@ import (
 // The idle fast path allocates nothing when nobody listens.
 func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
 	p := readyPool(t)
-	mustCheckIn(t, p, mustCheckOut(t, p))
-	ctx := context.Background()
-	allocs := testing.AllocsPerRun(1000, func() {
-		c, err := p.CheckOut(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CheckIn(c); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
+	if allocs := idleRoundTripAllocs(t, p); allocs != 0 {
 		t.Fatalf("check-out + check-in of an idle connection: %v allocations, want 0", allocs)
 	}
 }

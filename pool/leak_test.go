@@ -170,18 +170,7 @@ func TestLeakDetectorWithoutCallSiteOrHandler(t *testing.T) {
 // The detector's bookkeeping allocates nothing per check-out.
 func TestLeakDetectorAllocatesNothing(t *testing.T) {
 	p := readyPool(t, pool.WithLeakDetector(time.Hour, 8))
-	mustCheckIn(t, p, mustCheckOut(t, p))
-	ctx := context.Background()
-	allocs := testing.AllocsPerRun(1000, func() {
-		c, err := p.CheckOut(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CheckIn(c); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
+	if allocs := idleRoundTripAllocs(t, p); allocs != 0 {
 		t.Fatalf("check-out + check-in with the leak detector: %v allocations, want 0", allocs)
 	}
 }

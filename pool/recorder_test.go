@@ -118,18 +118,7 @@ func TestFlightRecorderOnTimeoutError(t *testing.T) {
 // Recording allocates nothing once the ring is full.
 func TestFlightRecorderAllocatesNothing(t *testing.T) {
 	p := readyPool(t, pool.WithFlightRecorder(8))
-	mustCheckIn(t, p, mustCheckOut(t, p))
-	ctx := context.Background()
-	allocs := testing.AllocsPerRun(1000, func() {
-		c, err := p.CheckOut(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CheckIn(c); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if allocs != 0 {
+	if allocs := idleRoundTripAllocs(t, p); allocs != 0 {
 		t.Fatalf("check-out + check-in with the flight recorder: %v allocations, want 0", allocs)
 	}
 	if n := len(p.RecentEvents()); n != 8 {

@@ -302,15 +302,9 @@ func (f *fakeServer) serve(id int, fc *fakeConn, c net.Conn) {
 			if delay != nil && !sleep(delay(r)) {
 				return
 			}
-			body := f.reply()
-			switch faultOf(0) {
-			case faultClose:
+			body, ok := f.faulted(faultOf(0), f.reply(), gone)
+			if !ok {
 				return
-			case faultHang:
-				<-gone
-				return
-			case faultShutdown:
-				body = shutdownReply(f.topologyVersion())
 			}
 			if _, ok := send(in.h.RequestID, 0, body); !ok {
 				return
@@ -339,14 +333,13 @@ func (f *fakeServer) serve(id int, fc *fakeConn, c net.Conn) {
 			if stream {
 				flags = wire.MoreToCome
 			}
-			switch faultOf(k) {
-			case faultClose:
+			fault := faultOf(k)
+			body, ok := f.faulted(fault, body, gone)
+			if !ok {
 				return
-			case faultHang:
-				<-gone
-				return
-			case faultShutdown:
-				body, flags = shutdownReply(f.topologyVersion()), 0
+			}
+			if fault == faultShutdown {
+				flags = 0 // an error ends the stream
 			}
 			id, ok := send(prev, flags, body)
 			if !ok {
@@ -358,6 +351,23 @@ func (f *fakeServer) serve(id int, fc *fakeConn, c net.Conn) {
 			prev = id
 		}
 	}
+}
+
+// faulted applies fault to body, a reply about to be sent: ok is false when
+// no reply is to be sent (the connection is closed, or left without reply
+// until the client goes); a shutdown sends the ShutdownInProgress error
+// instead of body.
+func (f *fakeServer) faulted(fault fakeFault, body bson.Raw, gone <-chan struct{}) (reply bson.Raw, ok bool) {
+	switch fault {
+	case faultClose:
+		return nil, false
+	case faultHang:
+		<-gone
+		return nil, false
+	case faultShutdown:
+		return shutdownReply(f.topologyVersion()), true
+	}
+	return body, true
 }
 
 // await waits until the counter is past seen, or for d, and reports false
@@ -434,11 +444,23 @@ type recorder struct {
 	checked func(CheckOutcome) bool
 	// onEvent, if not nil, is called with each event, after it is recorded.
 	onEvent func(Event)
-	// monitor is the monitor reporting, once StartMonitor has returned.
-	monitor atomic.Pointer[Monitor]
+	// monitor is the monitor reporting, set once StartMonitor has returned
+	// it, which then closes started.
+	monitor *Monitor
+	started chan struct{}
 }
 
-func newRecorder(t testing.TB) *recorder { return &recorder{t: t, t0: time.Now()} }
+func newRecorder(t testing.TB) *recorder {
+	return &recorder{t: t, t0: time.Now(), started: make(chan struct{})}
+}
+
+// startedMonitor returns the monitor reporting, waiting until StartMonitor
+// has returned it: the monitor reports its first ServerHeartbeatStarted on
+// its own goroutine, perhaps before.
+func (r *recorder) startedMonitor() *Monitor {
+	<-r.started
+	return r.monitor
+}
 
 func (r *recorder) enter() {
 	if !r.busy.CompareAndSwap(false, true) {
@@ -560,9 +582,10 @@ func wantLines(t *testing.T, got []string, want ...string) {
 
 // startTestMonitor starts a monitor of f in the calling synctest bubble, with
 // a heartbeat of 10 s unless cfg says otherwise, once setup (if any) has set
-// up the recorder. stop closes the monitor and waits for the server's
-// goroutines.
-func startTestMonitor(t *testing.T, f *fakeServer, cfg MonitorConfig, setup ...func(r *recorder)) (m *Monitor, r *recorder, stop func()) {
+// up the recorder. When the test ends, the monitor is closed and the
+// server's goroutines waited for; in the bubble this cleanup runs before the
+// bubble waits for its goroutines.
+func startTestMonitor(t *testing.T, f *fakeServer, cfg MonitorConfig, setup ...func(r *recorder)) (m *Monitor, r *recorder) {
 	r = newRecorder(t)
 	for _, s := range setup {
 		s(r)
@@ -574,8 +597,10 @@ func startTestMonitor(t *testing.T, f *fakeServer, cfg MonitorConfig, setup ...f
 	}
 	cfg.Handler = r.handler()
 	m = StartMonitor(cfg)
-	r.monitor.Store(m)
-	return m, r, func() { m.Close(); f.wg.Wait() }
+	r.monitor = m
+	close(r.started)
+	t.Cleanup(func() { m.Close(); f.wg.Wait() })
+	return m, r
 }
 
 // sleepUntil sleeps until d after the recorder started, then waits for the
@@ -598,6 +623,30 @@ func delays(d ...time.Duration) func(fakeRequest) time.Duration {
 		}
 		i++
 		return d[i-1]
+	}
+}
+
+// rttHelloDelay returns a fakeServer delay of rtt for the RTT goroutine's
+// hellos (those after the handshake on connection 1, the RTT goroutine's
+// while the monitor streams) and of other for every other request not
+// awaited.
+func rttHelloDelay(rtt, other time.Duration) func(fakeRequest) time.Duration {
+	return func(q fakeRequest) time.Duration {
+		if q.conn == 1 && q.n > 0 {
+			return rtt
+		}
+		return other
+	}
+}
+
+// faultWhere returns a fakeServer fault: fault for the k-th reply to a
+// request q when where(q, k) holds, no fault otherwise.
+func faultWhere(fault fakeFault, where func(q fakeRequest, k int) bool) func(fakeRequest, int) fakeFault {
+	return func(q fakeRequest, k int) fakeFault {
+		if where(q, k) {
+			return fault
+		}
+		return noFault
 	}
 }
 
@@ -650,7 +699,7 @@ func TestMonitorPolls(t *testing.T) {
 			f.delay = delays(100*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond)
 		})
 		connsAtStart := -1
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) {
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) {
 			// The handler takes a second of the bubble's time; the
 			// heartbeat still counts from the end of the check.
 			r.checked = func(CheckOutcome) bool { time.Sleep(time.Second); return false }
@@ -660,7 +709,6 @@ func TestMonitorPolls(t *testing.T) {
 				}
 			}
 		})
-		defer stop()
 		sleepUntil(r, 25*time.Second)
 		wantLines(t, r.lines(),
 			"0s started",
@@ -705,8 +753,7 @@ func TestMonitorLegacyHello(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) { f.helloOK, f.streamable = false, true })
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: mode})
-				defer stop()
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: mode})
 				sleepUntil(r, 10*time.Second+time.Millisecond)
 				reqs := f.requests()
 				if len(reqs) < 2 {
@@ -738,15 +785,9 @@ func TestMonitorStreams(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) {
 			f.streamable = true
-			f.delay = func(q fakeRequest) time.Duration {
-				if q.conn == 1 && q.n > 0 {
-					return 300 * time.Millisecond // the RTT goroutine's hellos
-				}
-				return 100 * time.Millisecond
-			}
+			f.delay = rttHelloDelay(300*time.Millisecond, 100*time.Millisecond)
 		})
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 3*time.Second)
 		f.bump()
 		sleepUntil(r, 15*time.Second)
@@ -801,8 +842,7 @@ func TestMonitorAwaitsWithoutExhaust(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable, f.noExhaust = true, true })
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 2*time.Second)
 		f.bump()
 		sleepUntil(r, 5*time.Second)
@@ -859,8 +899,7 @@ func TestMonitoringModes(t *testing.T) {
 				cfg.Conn.Handshake.Env.Getenv = func(k string) string { return tc.env[k] }
 				cfg.Conn.Handshake.Env.FileExists = func(string) bool { return false }
 				cfg.Conn.Handshake.Env.ReadFile = func(string) ([]byte, error) { return nil, os.ErrNotExist }
-				_, r, stop := startTestMonitor(t, f, cfg)
-				defer stop()
+				_, r := startTestMonitor(t, f, cfg)
 				sleepUntil(r, 10*time.Second+time.Millisecond)
 				awaited := false
 				for _, q := range f.requests() {
@@ -892,8 +931,7 @@ func TestMonitorRequestCheck(t *testing.T) {
 				return 0
 			}
 		})
-		m, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
-		defer stop()
+		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, 100*time.Millisecond)
 		m.RequestCheck() // 100 ms after the last check: at 500 ms
 		sleepUntil(r, 5*time.Second)
@@ -934,16 +972,10 @@ func TestMonitorRetryOnce(t *testing.T) {
 				}
 				return 0
 			}
-			f.fault = func(q fakeRequest, _ int) fakeFault {
-				if q.conn == 0 && q.n == 1 || q.conn == 1 {
-					return faultClose
-				}
-				return noFault
-			}
+			f.fault = faultWhere(faultClose, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.n == 1 || q.conn == 1 })
 		})
 		ts := newTopologyStub(t)
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) { r.checked = ts.checked })
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 25*time.Second)
 		wantLines(t, r.lines(),
 			"0s started",
@@ -997,15 +1029,9 @@ func TestMonitorCheckErrors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) {
-					f.fault = func(q fakeRequest, _ int) fakeFault {
-						if q.conn == tc.conn && q.n == tc.n {
-							return tc.fault
-						}
-						return noFault
-					}
+					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == tc.conn && q.n == tc.n })
 				})
-				m, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
-				defer stop()
+				m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				if tc.set != nil {
 					sleepUntil(r, 5*time.Second)
 					f.set(tc.set)
@@ -1066,15 +1092,9 @@ func TestMonitorHandshakeErrors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) {
-					f.fault = func(q fakeRequest, _ int) fakeFault {
-						if q.conn == 0 {
-							return tc.fault
-						}
-						return noFault
-					}
+					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == 0 })
 				})
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
-				defer stop()
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				sleepUntil(r, tc.at+10*time.Second)
 				wantLines(t, r.lines(),
 					"0s started",
@@ -1099,15 +1119,9 @@ func TestMonitorAwaitTimeout(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) {
 					f.streamable = true
-					f.fault = func(q fakeRequest, i int) fakeFault {
-						if q.conn == 0 && q.awaited && i == k {
-							return faultHang
-						}
-						return noFault
-					}
+					f.fault = faultWhere(faultHang, func(q fakeRequest, i int) bool { return q.conn == 0 && q.awaited && i == k })
 				})
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
-				defer stop()
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				at := time.Duration(k)*10*time.Second + 12*time.Second
 				sleepUntil(r, at+time.Millisecond)
 				want := []string{fmt.Sprintf("%v failed awaited in 12s", at), fmt.Sprintf("%v error timeout", at)}
@@ -1126,15 +1140,9 @@ func TestMonitorAwaitTimeout(t *testing.T) {
 			f := newFakeServer(t)
 			f.set(func(f *fakeServer) {
 				f.streamable = true
-				f.fault = func(q fakeRequest, _ int) fakeFault {
-					if q.awaited {
-						return faultHang
-					}
-					return noFault
-				}
+				f.fault = faultWhere(faultHang, func(q fakeRequest, _ int) bool { return q.awaited })
 			})
-			_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-			defer stop()
+			_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 			sleepUntil(r, time.Hour)
 			if got := r.linesWith("failed"); len(got) != 0 {
 				t.Errorf("failures without connectTimeoutMS: %q", got)
@@ -1159,8 +1167,7 @@ func TestMonitorCancelCheck(t *testing.T) {
 				return 100 * time.Millisecond
 			}
 		})
-		m, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-		defer stop()
+		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 5*time.Second)
 		m.CancelCheck()
 		synctest.Wait()
@@ -1197,15 +1204,9 @@ func TestMonitorCancelCheckPolling(t *testing.T) {
 			f.delay = func(q fakeRequest) time.Duration {
 				return [...]time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond}[q.conn]
 			}
-			f.fault = func(q fakeRequest, _ int) fakeFault {
-				if q.conn == 0 && q.n == 1 {
-					return faultHang
-				}
-				return noFault
-			}
+			f.fault = faultWhere(faultHang, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.n == 1 })
 		})
-		m, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
-		defer stop()
+		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, 11*time.Second)
 		m.CancelCheck() // the check of 10 s waits for its reply
 		sleepUntil(r, 25*time.Second)
@@ -1242,25 +1243,23 @@ func TestMonitorCloseFromHandler(t *testing.T) {
 		t.Run(from, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
-				// The handshake takes 1 ms of the bubble's time: the
-				// monitor reports after StartMonitor has returned.
+				// The handshake takes 1 ms of the bubble's time.
 				f.set(func(f *fakeServer) { f.streamable, f.delay = true, delays(time.Millisecond) })
 				var closed atomic.Bool
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) {
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) {
 					if from == "Checked" {
-						r.checked = func(CheckOutcome) bool { r.monitor.Load().Close(); closed.Store(true); return true }
+						r.checked = func(CheckOutcome) bool { r.startedMonitor().Close(); closed.Store(true); return true }
 						return
 					}
 					r.onEvent = func(e Event) {
 						_, started := e.(*ServerHeartbeatStarted)
 						_, succeeded := e.(*ServerHeartbeatSucceeded)
 						if from == "Started" && started || from == "Succeeded" && succeeded {
-							r.monitor.Load().Close()
+							r.startedMonitor().Close()
 							closed.Store(true)
 						}
 					}
 				})
-				defer stop()
 				sleepUntil(r, time.Minute)
 				if !closed.Load() {
 					t.Fatal("Close from the handler did not return")
@@ -1291,8 +1290,7 @@ func TestMonitorCloseInterruptsAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable = true })
-		m, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-		defer stop()
+		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 5*time.Second)
 		before := len(r.lines())
 		start := time.Now()
@@ -1323,8 +1321,7 @@ func TestMonitorIncompatibleServer(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.maxWire, f.streamable = 5, true })
 		ts := newTopologyStub(t)
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 15*time.Second)
 		wantLines(t, r.linesWith("ok"),
 			"0s ok Standalone rtt 0s min 0s tv 0",
@@ -1356,8 +1353,7 @@ func TestMonitorConfig(t *testing.T) {
 		cfg.Conn.Handshake.AppName = "monitored"
 		cfg.Conn.Address = "elsewhere:1"
 		cfg.HeartbeatFrequency = time.Millisecond
-		_, r, stop := startTestMonitor(t, f, cfg)
-		defer stop()
+		_, r := startTestMonitor(t, f, cfg)
 		sleepUntil(r, 1200*time.Millisecond)
 		wantLines(t, r.linesWith("succeeded"), "0s succeeded in 0s", "500ms succeeded awaited in 500ms", "1s succeeded awaited in 500ms")
 		reqs := f.requests()
@@ -1553,8 +1549,7 @@ func TestMonitorHandshakeRefusesReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.extra = bson.D{{Key: "maxBsonObjectSize", Value: "large"}} })
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, time.Second)
 		wantLines(t, r.lines(), "0s started", "0s failed in 0s", "0s error command")
 		if o := r.lastOutcome(); !errors.Is(o.Err, handshake.ErrInvalidReply) {
@@ -1573,8 +1568,7 @@ func TestMonitorPacesEagerStream(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) { f.streamable, f.eager, f.noExhaust = true, true, !exhaust })
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-				defer stop()
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 				sleepUntil(r, 1200*time.Millisecond)
 				f.set(func(f *fakeServer) { f.eager = false })
 				f.bump()
@@ -1607,16 +1601,10 @@ func TestMonitorRetryNotPaced(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable, f.eager, f.noExhaust = true, true, true })
 		ts := newTopologyStub(t)
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 1200*time.Millisecond)
 		f.set(func(f *fakeServer) {
-			f.fault = func(q fakeRequest, _ int) fakeFault {
-				if q.conn == 0 && q.awaited {
-					return faultClose
-				}
-				return noFault
-			}
+			f.fault = faultWhere(faultClose, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.awaited })
 		})
 		sleepUntil(r, 3*time.Second)
 		got := r.lines()

@@ -43,15 +43,9 @@ func TestRTTMonitor(t *testing.T) {
 						}
 						return 50 * time.Millisecond
 					}
-					f.fault = func(q fakeRequest, _ int) fakeFault {
-						if q.conn == 1 && q.n == 1 {
-							return tc.fault
-						}
-						return noFault
-					}
+					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == 1 && q.n == 1 })
 				})
-				_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
-				defer stop()
+				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				sleepUntil(r, 41*time.Second)
 				wantLines(t, r.linesWith("ok"),
 					"10ms ok Standalone rtt 10ms min 0s tv 0",
@@ -90,21 +84,11 @@ func TestRTTMonitorKeepsOnAfterFailedCheck(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) {
 			f.streamable = true
-			f.delay = func(q fakeRequest) time.Duration {
-				if q.conn == 1 && q.n > 0 {
-					return 40 * time.Millisecond
-				}
-				return 100 * time.Millisecond
-			}
-			f.fault = func(q fakeRequest, k int) fakeFault {
-				if q.conn == 0 && q.awaited && k == 1 {
-					return faultClose // the second streamed reply, at 20.1 s
-				}
-				return noFault
-			}
+			f.delay = rttHelloDelay(40*time.Millisecond, 100*time.Millisecond)
+			// The second streamed reply, at 20.1 s, closes the connection.
+			f.fault = faultWhere(faultClose, func(q fakeRequest, k int) bool { return q.conn == 0 && q.awaited && k == 1 })
 		})
-		_, r, stop := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
-		defer stop()
+		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 35*time.Second)
 		wantLines(t, r.linesWith(" ok "),
 			"100ms ok Standalone rtt 100ms min 0s tv 0",

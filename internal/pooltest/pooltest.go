@@ -1,13 +1,14 @@
 // Package pooltest holds test helpers for code that watches pools (metrics
 // exporters, the dashboard): a connector that establishes connections at
-// once, after a delay or when a gate lets it, and the few steps such tests
-// take on a pool. It uses the standard library and the pool package only, and
+// once, after a delay or when a gate lets it, the few steps such tests take
+// on a pool, and the load of a test that watches a busy pool. It uses the standard library and the pool package only, and
 // is for tests only: no package of the library imports it outside its
 // _test.go files.
 package pooltest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -161,5 +162,92 @@ func TimeOut(t testing.TB, p *pool.Pool) {
 	if c, err := p.CheckOut(ctx); err == nil {
 		p.CheckIn(c)
 		t.Fatal("a check-out with a canceled context succeeded")
+	}
+}
+
+// A Watcher reports on the pools it is given, as the metrics exporters do.
+type Watcher interface {
+	// Add starts reporting p under name.
+	Add(p *pool.Pool, name string) error
+	// Remove stops reporting p, and reports whether it was reported.
+	Remove(p *pool.Pool) bool
+}
+
+// Load is the work Busy puts on a pool.
+type Load struct {
+	// Workers is how many goroutines check connections out and back in.
+	Workers int
+	// Rounds is how many check-outs each worker makes, and how many pools
+	// come and go meanwhile.
+	Rounds int
+	// TimeoutEvery, when above 0, makes every TimeoutEvery-th check-out of
+	// each worker, its first included, one whose context is canceled before
+	// it starts: the pool counts it as a timeout.
+	TimeoutEvery int
+}
+
+// Busy is the drive of a test that watches a pool while it is busy: it puts
+// load on p while Rounds other pools (with a Connector of their own, named
+// "transient-0", "transient-1"…) are added to w, removed and closed, one
+// after the other. Meanwhile it calls observe, on the calling goroutine,
+// again and again, and once more when all that is done, so that the last
+// observation sees p quiet.
+//
+// What goes wrong on the goroutines Busy starts is reported with t.Error.
+// Busy returns once they have all ended, even when observe ends the test
+// (with t.Fatal): none of them is left to use p once the test has closed it.
+func Busy(t testing.TB, p *pool.Pool, w Watcher, load Load, observe func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range load.Workers {
+		wg.Go(func() { checkOutsIn(t, p, load) })
+	}
+	wg.Go(func() {
+		for i := range load.Rounds {
+			q, err := pool.New("127.0.0.1:27018", &Connector{}, pool.WithMaintenanceInterval(-1))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := w.Add(q, fmt.Sprint("transient-", i)); err != nil {
+				t.Error(err)
+			}
+			w.Remove(q)
+			q.Close()
+		}
+	})
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	defer func() { <-done }()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		observe()
+	}
+}
+
+// checkOutsIn is one worker of Busy: load.Rounds check-outs of p, each
+// connection checked in at once.
+func checkOutsIn(t testing.TB, p *pool.Pool, load Load) {
+	ctx, cancel := context.WithTimeout(context.Background(), HangLimit)
+	defer cancel()
+	for i := range load.Rounds {
+		if load.TimeoutEvery > 0 && i%load.TimeoutEvery == 0 {
+			canceled, stop := context.WithCancel(ctx)
+			stop()
+			if c, err := p.CheckOut(canceled); err == nil {
+				p.CheckIn(c)
+			}
+			continue
+		}
+		c, err := p.CheckOut(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		p.CheckIn(c)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -22,12 +24,16 @@ func TestMain(m *testing.M) { leakcheck.Main(m) }
 const address = "127.0.0.1:27017"
 
 // recorder is a testing.TB whose failures are recorded rather than reported,
-// to see the helpers fail a test. Only the methods below may be called.
+// to see the helpers fail a test. Only the methods below may be called;
+// Error may be called from any goroutine.
 type recorder struct {
 	testing.TB
 	failure  string
 	err      error // the error Fatal was given, if any
 	cleanups []func()
+
+	mu     sync.Mutex
+	errors []string // what Error was given
 }
 
 func (r *recorder) Helper()          {}
@@ -38,6 +44,19 @@ func (r *recorder) Fatal(args ...any) {
 		r.err, _ = args[0].(error)
 	}
 	runtime.Goexit()
+}
+
+func (r *recorder) Error(args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprint(args...))
+}
+
+// errorsLogged returns what Error was given.
+func (r *recorder) errorsLogged() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errors)
 }
 
 // run calls f with a recorder on a goroutine of its own, as Fatal ends it,
@@ -224,5 +243,159 @@ func TestHoldUnobserved(t *testing.T) {
 			t.Fatal("a check-out succeeded although its held establishment was canceled")
 		}
 		p.CheckIn(c)
+	})
+}
+
+// watcher is a pooltest.Watcher that counts the pools it is given and fails
+// the test when Busy removes a pool it did not add, or adds one twice.
+type watcher struct {
+	t   *testing.T
+	err error // what Add returns
+
+	mu      sync.Mutex
+	watched map[*pool.Pool]string
+	seen    []*pool.Pool // every pool added, in order
+	names   []string
+	removed int
+	// onRemove, if not nil, is called at each Remove, outside mu.
+	onRemove func()
+}
+
+func (w *watcher) Add(p *pool.Pool, name string) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	if _, ok := w.watched[p]; ok {
+		w.t.Errorf("pool %s added twice", name)
+	}
+	if w.watched == nil {
+		w.watched = map[*pool.Pool]string{}
+	}
+	w.watched[p] = name
+	w.seen = append(w.seen, p)
+	w.names = append(w.names, name)
+	return nil
+}
+
+func (w *watcher) Remove(p *pool.Pool) bool {
+	w.mu.Lock()
+	_, ok := w.watched[p]
+	delete(w.watched, p)
+	if ok {
+		w.removed++
+	}
+	onRemove := w.onRemove
+	w.mu.Unlock()
+	if onRemove != nil {
+		onRemove()
+	}
+	return ok
+}
+
+// counts returns how many pools were added and removed.
+func (w *watcher) counts() (added, removed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen), w.removed
+}
+
+// Busy checks connections out of the pool and in, every TimeoutEvery-th
+// check-out (the first of each worker included) one that the pool counts as
+// a timeout, while pools come and go in the watcher, each closed once
+// removed. It calls observe until all of that is done, the last time after
+// it, and returns once every goroutine it started has ended.
+func TestBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		load     pooltest.Load
+		timeouts int64
+	}{
+		{"no timeouts", pooltest.Load{Workers: 3, Rounds: 50}, 0},
+		{"a timeout every 10", pooltest.Load{Workers: 3, Rounds: 50, TimeoutEvery: 10}, 3 * 5},
+		{"every one a timeout", pooltest.Load{Workers: 2, Rounds: 7, TimeoutEvery: 1}, 2 * 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pooltest.ReadyPool(t, address, &pooltest.Connector{}, pool.WithMaxPoolSize(2))
+			w := &watcher{t: t}
+			observed := 0
+			var last pool.Stats
+			var lastAdded, lastRemoved int
+			r := run(func(rt testing.TB) {
+				pooltest.Busy(rt, p, w, tc.load, func() {
+					observed++
+					last = p.Stats()
+					lastAdded, lastRemoved = w.counts()
+				})
+			})
+			if r.failure != "" || len(r.errorsLogged()) != 0 {
+				t.Fatalf("Busy failed: %q %q", r.failure, r.errorsLogged())
+			}
+			all := int64(tc.load.Workers * tc.load.Rounds)
+			if s := p.Stats(); s.CheckedOut != all-tc.timeouts || s.Timeouts != tc.timeouts || s.CheckOutFailed != tc.timeouts || s.CheckedIn != s.CheckedOut {
+				t.Errorf("stats after Busy: %d checked out, %d in, %d failed, %d timeouts; want %d, %d, %d, %d",
+					s.CheckedOut, s.CheckedIn, s.CheckOutFailed, s.Timeouts, all-tc.timeouts, all-tc.timeouts, tc.timeouts, tc.timeouts)
+			}
+			if observed == 0 || last.CheckedOut+last.CheckOutFailed != all || last.InUse != 0 || lastAdded != tc.load.Rounds || lastRemoved != tc.load.Rounds {
+				t.Errorf("the last of %d observations saw %d check-outs (%d in use), %d pools added, %d removed; want all %d done, %d pools",
+					observed, last.CheckedOut+last.CheckOutFailed, last.InUse, lastAdded, lastRemoved, all, tc.load.Rounds)
+			}
+			for i, q := range w.seen {
+				if s := q.Stats(); s.State != "closed" || w.names[i] != fmt.Sprint("transient-", i) {
+					t.Errorf("pool %d that came and went: %q, %s; want transient-%d, closed", i, w.names[i], s.State, i)
+				}
+			}
+		})
+	}
+}
+
+// Busy reports with Error what goes wrong on its goroutines (a check-out
+// that fails, a pool the watcher refuses) and still returns.
+func TestBusyReportsFailures(t *testing.T) {
+	closed := pooltest.ReadyPool(t, address, &pooltest.Connector{})
+	closed.Close()
+	r := run(func(rt testing.TB) {
+		pooltest.Busy(rt, closed, &watcher{t: t}, pooltest.Load{Workers: 2, Rounds: 3}, func() {})
+	})
+	if got := r.errorsLogged(); len(got) != 2 || !strings.Contains(got[0], "closed") {
+		t.Errorf("Busy on a closed pool, two workers: errors %q; want one each, naming the closed pool", got)
+	}
+
+	refused := errors.New("no more pools")
+	p := pooltest.ReadyPool(t, address, &pooltest.Connector{})
+	r = run(func(rt testing.TB) {
+		pooltest.Busy(rt, p, &watcher{t: t, err: refused}, pooltest.Load{Workers: 1, Rounds: 3}, func() {})
+	})
+	if got := r.errorsLogged(); len(got) != 3 || got[0] != refused.Error() {
+		t.Errorf("Busy with a watcher that refuses pools: errors %q; want %q for each of 3", got, refused)
+	}
+}
+
+// Busy waits for its goroutines even when observe ends the test: none is
+// left to use the pool once the test's cleanups close it. In a synctest
+// bubble, the pools that come and go take a millisecond each to remove, so
+// Busy, returning, has waited for all of them, exactly.
+func TestBusyWaitsWhenObserveFails(t *testing.T) {
+	const rounds = 20
+	synctest.Test(t, func(t *testing.T) {
+		p := pooltest.ReadyPool(t, address, &pooltest.Connector{})
+		w := &watcher{t: t, onRemove: func() { time.Sleep(time.Millisecond) }}
+		start := time.Now()
+		r := run(func(rt testing.TB) {
+			pooltest.Busy(rt, p, w, pooltest.Load{Workers: 2, Rounds: rounds}, func() { rt.Fatal("seen enough") })
+		})
+		if r.failure != "seen enough" {
+			t.Fatalf("failure %q, want observe's", r.failure)
+		}
+		if took, want := time.Since(start), rounds*time.Millisecond; took != want {
+			t.Errorf("Busy returned after %v, want %v: once all the pools had come and gone", took, want)
+		}
+		if added, removed := w.counts(); added != rounds || removed != rounds {
+			t.Errorf("when Busy returned: %d pools added, %d removed; want %d", added, removed, rounds)
+		}
+		if s := p.Stats(); s.CheckedOut != 2*rounds || s.InUse != 0 {
+			t.Errorf("when Busy returned: %d check-outs, %d in use; want %d, 0", s.CheckedOut, s.InUse, 2*rounds)
+		}
 	})
 }

@@ -356,58 +356,13 @@ func TestCollectWhileBusy(t *testing.T) {
 	reader := newReader(t, m)
 
 	const workers, rounds = 4, 200
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
-			defer cancel()
-			for i := range rounds {
-				if i%10 == 0 {
-					// A check-out that gives up at once when it has to wait.
-					done, stop := context.WithCancel(ctx)
-					stop()
-					if c, err := p.CheckOut(done); err == nil {
-						p.CheckIn(c)
-					}
-					continue
-				}
-				c, err := p.CheckOut(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				p.CheckIn(c)
-			}
-		})
-	}
-	wg.Go(func() {
-		// Another pool comes and goes while collections run.
-		for i := range rounds {
-			q, err := pool.New("127.0.0.1:27018", &pooltest.Connector{}, pool.WithMaintenanceInterval(-1))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if err := m.Add(q, fmt.Sprint("transient-", i)); err != nil {
-				t.Error(err)
-			}
-			m.Remove(q)
-			q.Close()
-		}
-	})
-
 	idle := "db.client.connection.count{db.client.connection.pool.name=busy,db.client.connection.state=idle}"
 	used := "db.client.connection.count{db.client.connection.pool.name=busy,db.client.connection.state=used}"
 	timeouts := "db.client.connection.timeouts{db.client.connection.pool.name=busy}"
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	var lastTimeouts float64
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		default:
-		}
+	// Every 10th check-out times out (its context canceled before it
+	// starts), so that the timeouts move while collections run.
+	pooltest.Busy(t, p, m, pooltest.Load{Workers: workers, Rounds: rounds, TimeoutEvery: 10}, func() {
 		got := collect(t, reader)
 		if n := got.values[idle] + got.values[used]; n > 2 {
 			t.Fatalf("%v idle and used connections, beyond maxPoolSize 2", n)
@@ -417,7 +372,7 @@ func TestCollectWhileBusy(t *testing.T) {
 		} else {
 			lastTimeouts = n
 		}
-	}
+	})
 	got, stats := stableCollect(t, reader, p)
 	checkExport(t, got, wantValues("busy", stats[0]))
 	if s := stats[0]; s.Timeouts != workers*rounds/10 || s.CheckOutFailed != s.Timeouts {

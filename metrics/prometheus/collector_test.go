@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -210,43 +209,7 @@ func TestScrapeWhileBusy(t *testing.T) {
 	reg.MustRegister(c)
 
 	const workers, rounds = 4, 200
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
-			defer cancel()
-			for range rounds {
-				conn, err := p.CheckOut(ctx)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				p.CheckIn(conn)
-			}
-		})
-	}
-	wg.Go(func() {
-		for i := range rounds {
-			q, err := pool.New("127.0.0.1:27018", &pooltest.Connector{}, pool.WithMaintenanceInterval(-1))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if err := c.Add(q, fmt.Sprint("transient-", i)); err != nil {
-				t.Error(err)
-			}
-			c.Remove(q)
-			q.Close()
-		}
-	})
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		default:
-		}
+	pooltest.Busy(t, p, c, pooltest.Load{Workers: workers, Rounds: rounds}, func() {
 		values := gather(t, reg)
 		var n float64
 		for _, state := range []string{"idle", "used", "pending"} {
@@ -255,7 +218,7 @@ func TestScrapeWhileBusy(t *testing.T) {
 		if n > 2 {
 			t.Fatalf("%v connections, beyond maxPoolSize 2", n)
 		}
-	}
+	})
 	values := gather(t, reg)
 	if got, want := values[`mongopool_checkouts_total{address="127.0.0.1:27017",pool="busy"}`], float64(workers*rounds); got != want {
 		t.Errorf("mongopool_checkouts_total = %v, want %v", got, want)
