@@ -44,6 +44,7 @@ type Client struct {
 	sessions sessionPool
 	warnings []string
 	closed   atomic.Bool
+	ops      *opGate            // the operations under way, for Shutdown
 	commands func(CommandEvent) // nil when nobody listens
 	logs     bool               // a logger was given: selections are logged
 	// connConfig returns how to connect to a server: the connection
@@ -213,6 +214,7 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 	}
 	c := &Client{
 		cs:                 cs,
+		ops:                newOpGate(),
 		criteria:           crit,
 		heartbeat:          durationOr(cs.HeartbeatFrequency, topology.DefaultHeartbeatFrequency),
 		timeout:            durationOr(cs.Timeout, 0),
@@ -395,9 +397,10 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 // of the retryable reads and writes and the client backpressure
 // specifications.
 func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
-	if c.closed.Load() {
+	if c.closed.Load() || !c.ops.enter() {
 		return nil, topology.ErrClosed
 	}
+	defer c.ops.leave()
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -609,9 +612,10 @@ func (c *Client) endSession(o *operation) {
 // SDAM rules (a network error marks the server Unknown and clears its pool,
 // for instance); it is not retried.
 func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts ...CommandOption) error {
-	if c.closed.Load() {
+	if c.closed.Load() || !c.ops.enter() {
 		return topology.ErrClosed
 	}
+	defer c.ops.leave()
 	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimary}}
 	for _, opt := range opts {
 		opt(o)
@@ -636,6 +640,7 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 // a second), stops the monitors and closes every pool. It may be called
 // from an event handler.
 func (c *Client) Close() error {
+	c.ops.close()
 	if c.closed.Swap(true) {
 		return c.topo.Close()
 	}
