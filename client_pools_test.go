@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,13 +26,7 @@ func TestClientReconfigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitTopology(t, c, "three members", hasTypes(map[topology.ServerType]int{topology.RSPrimary: 1, topology.RSSecondary: 2}))
-	deadline := time.Now().Add(hangLimit)
-	for len(c.Pools()) != 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pools, want 3", len(c.Pools()))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() string { return fmt.Sprintf("3 pools: %d", len(c.Pools())) }, func() bool { return len(c.Pools()) == 3 })
 	for _, p := range c.Pools() {
 		if s := p.Stats(); s.MaxPoolSize != 7 {
 			t.Errorf("pool %s: maxPoolSize %d, want 7", s.Address, s.MaxPoolSize)

@@ -88,7 +88,7 @@ func TestClientShutdownInterrupts(t *testing.T) {
 		_, err := c.Read(context.Background(), "db", bson.D{{Key: "find", Value: "c"}})
 		opErr <- err
 	}()
-	waitFor(t, "the find to reach the server", func() bool { return s.Stats().Commands["find"] == 1 })
+	waitFor(t, func() string { return "the find to reach the server" }, func() bool { return s.Stats().Commands["find"] == 1 })
 	sctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := c.Shutdown(sctx); !errors.Is(err, context.Canceled) {
@@ -101,17 +101,5 @@ func TestClientShutdownInterrupts(t *testing.T) {
 		}
 	case <-ctx(t).Done():
 		t.Fatal("the find was not interrupted")
-	}
-}
-
-// waitFor waits until cond holds, failing the test after hangLimit.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

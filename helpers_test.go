@@ -222,3 +222,17 @@ func (l *caseLimits) run(t *testing.T, name string, f func(t *testing.T)) {
 		t.Run(name, f)
 	}
 }
+
+// waitFor waits until cond holds, for state the tests can only look at (no
+// event tells of it), failing the test after hangLimit with what it waited
+// for, as what says then.
+func waitFor(t *testing.T, what func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(hangLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,13 +31,9 @@ func startReplicaSet(t *testing.T, members int) *mongotest.ReplicaSet {
 // waitTopology waits until cond holds of the client's topology.
 func waitTopology(t *testing.T, c *mongopool.Client, what string, cond func(topology.Description) bool) {
 	t.Helper()
-	deadline := time.Now().Add(hangLimit)
-	for !cond(c.Topology().Description()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; topology: %s", what, c.Topology().Description().Summary())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, func() string {
+		return what + "; topology: " + c.Topology().Description().Summary()
+	}, func() bool { return cond(c.Topology().Description()) })
 }
 
 func hasTypes(want map[topology.ServerType]int) func(topology.Description) bool {
@@ -140,13 +137,9 @@ func TestFailoverUnderLoad(t *testing.T) {
 		}()
 	}
 	waitOps := func(n int64) {
-		deadline := time.Now().Add(hangLimit)
-		for start := ops.Load(); ops.Load() < start+n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("the load stalled at %d operations", ops.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		start := ops.Load()
+		waitFor(t, func() string { return fmt.Sprintf("the load to go on: it stalled at %d operations", ops.Load()) },
+			func() bool { return ops.Load() >= start+n })
 	}
 	waitOps(200)
 	if err := rs.StepDown(ctx); err != nil {

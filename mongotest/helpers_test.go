@@ -81,9 +81,9 @@ func md5Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// closeAndCheck closes srv within testTimeout and checks that no goroutine
+// closeAndCheck closes srv (a server or a replica set) within testTimeout and checks that no goroutine
 // of the package is left.
-func closeAndCheck(t *testing.T, srv *mongotest.Server) {
+func closeAndCheck(t *testing.T, srv interface{ Close() error }) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- srv.Close() }()

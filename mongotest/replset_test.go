@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/wire"
@@ -762,19 +761,7 @@ func TestReplicaSetCloseEndsEverything(t *testing.T) {
 	if err := rs.Stop(3); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- rs.Close() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-	case <-time.After(testTimeout):
-		t.Fatalf("Close did not return; goroutines:\n%s", strings.Join(leakcheck.Running(serverGoroutines), "\n\n"))
-	}
-	if left := leakcheck.Remaining(serverGoroutines); len(left) > 0 {
-		t.Fatalf("%d goroutines of mongotest left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
-	}
+	closeAndCheck(t, rs) // within testTimeout, and no goroutine left
 	if err := rs.Restart(3); err == nil {
 		t.Error("Restart after Close succeeded")
 	}
