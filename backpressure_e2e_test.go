@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/auth"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
@@ -22,7 +21,7 @@ import (
 )
 
 // The client backpressure rule of the CMAP specification, end to end through
-// Open and the real connector: a network error or timeout while establishing
+// a pool and the real connector: a network error or timeout while establishing
 // a connection, up to and including the hello, gets the labels
 // SystemOverloadedError and RetryableError; an error of the authentication
 // after the hello does not, even a network error, and neither does an error
@@ -140,23 +139,24 @@ func TestBackpressureLabelsEndToEnd(t *testing.T) {
 		limits.run(t, tc.name, func(t *testing.T) {
 			uri := tc.setup(t)
 			events := newE2EEventLog()
-			p, err := mongopool.Open(limits.ctx(t), uri, pool.WithEventHandler(events.handler))
+			p := barePool(t, uri, pool.WithEventHandler(events.handler))
+			events.attach(p)
+			err := checkOutOnce(limits.ctx(t), p)
 			if err == nil {
-				p.Close()
-				t.Fatal("Open succeeded")
+				t.Fatal("the check-out succeeded")
 			}
 			var cerr *pool.ConnectionError
 			if !errors.As(err, &cerr) {
-				t.Fatalf("Open: %v (%T), want a *pool.ConnectionError", err, err)
+				t.Fatalf("check-out: %v (%T), want a *pool.ConnectionError", err, err)
 			}
 			if cerr.DuringAuth != tc.duringAuth {
-				t.Fatalf("Open: %v: after the hello: %v, want %v", err, cerr.DuringAuth, tc.duringAuth)
+				t.Fatalf("check-out: %v: after the hello: %v, want %v", err, cerr.DuringAuth, tc.duringAuth)
 			}
-			t.Logf("Open: %v", err)
+			t.Logf("check-out: %v", err)
 			tc.check(t, err)
 			for _, l := range []string{pool.LabelSystemOverloaded, pool.LabelRetryable} {
 				if got := pool.HasErrorLabel(err, l); got != tc.labels {
-					t.Errorf("Open: %v: label %s: %v, want %v", err, l, got, tc.labels)
+					t.Errorf("check-out: %v: label %s: %v, want %v", err, l, got, tc.labels)
 				}
 			}
 			// The check-out's failure event carries the same error.

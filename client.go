@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/connstring"
+	"github.com/mongopool/mongopool/internal/deliver"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/topology"
 )
@@ -46,11 +48,14 @@ type Client struct {
 	closed   atomic.Bool
 	ops      *opGate            // the operations under way, for Shutdown
 	commands func(CommandEvent) // nil when nobody listens
-	logs     bool               // a logger was given: selections are logged
-	// connConfig returns how to connect to a server: the connection
-	// string's settings, with the client's dialer and TLS configuration.
-	connConfig func(address string) (connection.Config, error)
-	opIDs      atomic.Int64
+	// commandEvents are the command events on their way to commands, on a
+	// goroutine of their own.
+	commandEvents deliver.Queue[CommandEvent]
+	logs          bool // a logger was given: selections are logged
+	// conns says how to connect to a server: the connection string's
+	// settings, with the client's dialer and TLS configuration.
+	conns connSettings
+	opIDs atomic.Int64
 
 	poolsMu sync.Mutex    // protects following fields
 	pools   []*pool.Pool  // the pools made for servers, closed ones until the next pass
@@ -71,6 +76,17 @@ type clientConfig struct {
 	logger             *slog.Logger
 	dial               func(ctx context.Context, network, address string) (net.Conn, error)
 	tls                *tls.Config
+	// single makes a client of the connection string's one host whatever
+	// it is (directConnection), or of its load balancer: a Pool's.
+	single bool
+}
+
+// singleServer makes the client a Pool's: see clientConfig.single.
+func singleServer() ClientOption {
+	return func(c *clientConfig) error {
+		c.single = true
+		return nil
+	}
 }
 
 // WithPoolOptions adds options to every server's pool, after the connection
@@ -83,8 +99,13 @@ func WithPoolOptions(opts ...pool.Option) ClientOption {
 }
 
 // WithTopologyEventHandler receives the SDAM events: the topology's and the
-// servers' changes and the monitors' heartbeats, in order, one at a time,
-// never under a lock of the client's (it may call the client).
+// servers' changes and the monitors' heartbeats, in order, one at a time, on
+// a goroutine of the client's own. Neither the topology, nor a monitor, nor
+// an operation waits for it: it may be slow, and may call the client (Close
+// included); events that come while it is 65,536 events behind are dropped
+// (see topology.Topology.EventsDropped). A change is published to server
+// selection before its event: a handler that hears of a new primary and
+// writes finds it.
 func WithTopologyEventHandler(fn func(topology.Event)) ClientOption {
 	return func(c *clientConfig) error {
 		c.events = fn
@@ -226,26 +247,18 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		commands:           cfg.commands,
 		logs:               cfg.logger != nil,
 	}
-	// Validate the connection settings once, for the first seed: they are
-	// the same for every server but its TLS server name.
-	c.connConfig = func(address string) (connection.Config, error) {
-		ccfg, err := connectionConfig(cs, address)
-		if err != nil {
-			return ccfg, err
-		}
-		ccfg.DialContext = cfg.dial
-		if cfg.tls != nil {
-			ccfg.TLS = cfg.tls.Clone()
-			if ccfg.TLS.ServerName == "" {
-				if host, _, err := net.SplitHostPort(address); err == nil {
-					ccfg.TLS.ServerName = host
-				}
-			}
-		}
-		return ccfg, nil
+	if cfg.single && len(cs.Hosts) != 1 {
+		return nil, fmt.Errorf("mongopool: a pool serves one endpoint, and %s lists %d hosts (%s): use NewClient, or open one pool per host",
+			cs.Redacted(), len(cs.Hosts), strings.Join(cs.Hosts, ", "))
 	}
-	if _, err := c.connConfig(cs.Hosts[0]); err != nil {
+	// The connection settings are made once: files read, keys decrypted.
+	// A monitor or a pool made for a server (under the topology's lock)
+	// then costs no I/O.
+	if c.conns, err = newConnSettings(cs, cfg.dial, cfg.tls); err != nil {
 		return nil, err
+	}
+	if c.commands != nil {
+		c.commandEvents.Init(0, c.commands, nil)
 	}
 	base := poolOptions(cs)
 	if cfg.logger != nil {
@@ -256,16 +269,13 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		Settings: topology.Settings{
 			Seeds:            cs.Hosts,
 			ReplicaSet:       cs.ReplicaSet,
-			DirectConnection: isTrue(cs.DirectConnection),
+			DirectConnection: isTrue(cs.DirectConnection) || cfg.single && !isTrue(cs.LoadBalanced),
 			LoadBalanced:     isTrue(cs.LoadBalanced),
 		},
 		ServerSelectionTimeout: durationOr(cs.ServerSelectionTimeout, topology.DefaultServerSelectionTimeout),
 		MinHeartbeatFrequency:  cfg.minHeartbeat,
 		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
-			ccfg, err := c.connConfig(address)
-			if err != nil {
-				return nil, err
-			}
+			ccfg := c.conns.forAddress(address)
 			o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
 			o = append(o, cfg.poolOpts...)
 			// Under the lock: a Reconfigure either is in o or sees the pool.
@@ -479,6 +489,13 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		started = c.commandStarted(s, pc, conn, o, cmd)
 	}
 	reply, err = conn.RoundTrip(ctx, cmd)
+	if err != nil {
+		if ie := pc.Err(); ie != nil {
+			// A clear interrupted the connection under the command: its
+			// retryable error says so better than the closed socket's.
+			err = ie
+		}
+	}
 	if c.commands != nil {
 		c.commandDone(s, pc, conn, o, cmd, reply, err, time.Since(started))
 	}
@@ -633,12 +650,19 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 	conn := pc.Link().(*connection.Conn)
 	err = fn(conn)
 	c.observe(s, pc, conn, nil, err)
+	if err != nil {
+		if ie := pc.Err(); ie != nil {
+			err = ie // interrupted by a clear: see attempt
+		}
+	}
 	return err
 }
 
 // Close ends the client's sessions on the server (best effort, bounded by
-// a second), stops the monitors and closes every pool. It may be called
-// from an event handler.
+// a second), stops the monitors and closes every pool. It returns once the
+// client's goroutines have ended, but for those delivering events: the event
+// handlers get the events of the closing after Close returns (see Flush),
+// and may call Close themselves.
 func (c *Client) Close() error {
 	c.ops.close()
 	if c.closed.Swap(true) {
@@ -647,7 +671,24 @@ func (c *Client) Close() error {
 	if ids := c.sessions.drain(); len(ids) > 0 {
 		c.endSessions(ids)
 	}
+	if c.commandEvents.Close() {
+		c.commandEvents.Wake()
+	}
 	return c.topo.Close()
+}
+
+// Flush returns once every event handler of the client (topology, pools,
+// commands) and its logger have had every event emitted before the call, or
+// with ctx's error when ctx ends first. The events are delivered on
+// goroutines of the client's, never on an operation's nor on the monitors':
+// Flush is how a test, or a tool that writes the events out, knows it has
+// them all. Called from an event handler, it waits until ctx ends, since the
+// events it waits for come after the one being handled.
+func (c *Client) Flush(ctx context.Context) error {
+	if err := c.commandEvents.Wait(ctx); err != nil {
+		return err
+	}
+	return c.topo.Flush(ctx)
 }
 
 // endSessions tells a server the client is done with its sessions, so that

@@ -1,6 +1,7 @@
 package mongopool
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -45,8 +46,7 @@ type CommandEvent struct {
 	// Command is the command as sent (CommandStarted), Reply the server's
 	// reply (CommandSucceeded); both are empty for the commands that carry
 	// secrets (authentication, user management, a hello with
-	// speculativeAuthenticate). They alias buffers of the client's: copy
-	// them to keep them after the handler returns.
+	// speculativeAuthenticate). They are the event's own copies.
 	Command, Reply bson.Raw
 	// Failure is the error of a CommandFailed event.
 	Failure error
@@ -68,9 +68,11 @@ type CommandEvent struct {
 
 // WithCommandEventHandler receives the command monitoring events of every
 // command the client sends for RunCommand, Read and Write (not those of Do,
-// whose commands the caller sends). The handler runs on the operation's
-// goroutine, under no lock of the client's; it must not keep Command or
-// Reply beyond its return without copying them.
+// whose commands the caller sends). The handler runs on a goroutine of the
+// client's own, one event at a time, in the order the events were made by
+// each operation; no operation waits for it, and it may call the client.
+// Events that come while it is 65,536 events behind are dropped. Their
+// Command and Reply are copies, which the handler may keep.
 func WithCommandEventHandler(fn func(CommandEvent)) ClientOption {
 	return func(c *clientConfig) error {
 		c.commands = fn
@@ -137,9 +139,9 @@ func (c *Client) commandStarted(s *topology.Server, pc *pool.Conn, conn *connect
 	e := c.commandEvent(s, pc, conn, o, cmd)
 	e.Type = CommandStarted
 	if !isSensitive(e.Name, cmd) {
-		e.Command = cmd
+		e.Command = bytes.Clone(cmd) // the event outlives the operation's buffers
 	}
-	c.commands(e)
+	c.queueCommandEvent(e)
 	return time.Now()
 }
 
@@ -152,8 +154,15 @@ func (c *Client) commandDone(s *topology.Server, pc *pool.Conn, conn *connection
 	} else {
 		e.Type = CommandSucceeded
 		if !isSensitive(e.Name, cmd) {
-			e.Reply = reply
+			e.Reply = bytes.Clone(reply)
 		}
 	}
-	c.commands(e)
+	c.queueCommandEvent(e)
+}
+
+// queueCommandEvent queues e for the command event handler.
+func (c *Client) queueCommandEvent(e CommandEvent) {
+	if c.commandEvents.Push(e) {
+		c.commandEvents.Wake()
+	}
 }

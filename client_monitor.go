@@ -14,13 +14,7 @@ import (
 func (c *Client) monitorStarter(cs *connstring.ConnString, minHeartbeat time.Duration) func(string, topology.MonitorHandler) topology.ServerMonitor {
 	mode := topology.MonitoringMode(cs.ServerMonitoringMode)
 	return func(address string, h topology.MonitorHandler) topology.ServerMonitor {
-		cfg, err := c.connConfig(address)
-		if err != nil {
-			// The settings were validated for the first seed; only the
-			// TLS server name differs by server. Report the failure as
-			// each check's, so that selection errors tell it.
-			return topology.StartFailedMonitor(address, err, h)
-		}
+		cfg := c.conns.forAddress(address)
 		cfg.Auth = nil
 		return topology.StartMonitor(topology.MonitorConfig{
 			Address:               address,

@@ -56,12 +56,15 @@ func (g *opGate) wait(ctx context.Context) error {
 // (their retries included) until they end or ctx does. Then the client is
 // closed as by [Client.Close]; if ctx ended first, the connections still in
 // use are closed under their operations, which fail, and Shutdown returns an
-// error wrapping ctx's.
+// error wrapping ctx's. Unlike Close, it then waits, until ctx ends, for the
+// event handlers to have every event, those of the closing included: called
+// from a handler, it waits until ctx ends.
 func (c *Client) Shutdown(ctx context.Context) error {
 	c.ops.close()
 	waitErr := c.ops.wait(ctx)
 	pools := c.Pools()
 	err := c.Close()
+	defer c.Flush(ctx) // the handlers' backlog is theirs: its end is not an error
 	if waitErr == nil {
 		return err
 	}

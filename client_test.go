@@ -341,6 +341,7 @@ func TestClientCommandEvents(t *testing.T) {
 		mu.Unlock()
 	}))
 	take := func() []mongopool.CommandEvent {
+		flush(t, c)
 		mu.Lock()
 		defer mu.Unlock()
 		out := events

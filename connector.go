@@ -6,6 +6,7 @@ import (
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 )
 
 // Connector establishes real connections for a pool: it adapts
@@ -41,3 +42,20 @@ func (c *Connector) Connect(ctx context.Context, a *pool.Attempt) (pool.Link, er
 	}
 	return conn, nil
 }
+
+// serviceError is an establishment error of a load-balanced connection that
+// failed after its hello: it names the service whose connections the SDAM
+// error rules clear. It wraps the error unchanged otherwise.
+type serviceError struct {
+	service pool.ServiceID
+	err     error
+}
+
+func (e *serviceError) Error() string { return e.err.Error() }
+func (e *serviceError) Unwrap() error { return e.err }
+
+var _ topology.ServiceError = (*serviceError)(nil)
+
+// ServiceID returns the service whose connections the error clears (see
+// topology.ServiceError).
+func (e *serviceError) ServiceID() pool.ServiceID { return e.service }

@@ -13,27 +13,26 @@
 //	defer c.Close()
 //	reply, err := c.Read(ctx, "db", bson.D{{Key: "count", Value: "orders"}})
 //
-// A Pool is a single server's pool, for programs that want one endpoint and
-// its pool in hand:
+// A Pool is a client of a single server with its pool in hand, for programs
+// that want one endpoint and its pool (CheckOut, CheckIn, Stats):
 //
 //	p, err := mongopool.Open(ctx, "mongodb://localhost:27017/?maxPoolSize=20")
 //	if err != nil { ... }
 //	defer p.Close()
 //	reply, err := p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
 //
-// Open connects and pings before it returns; New builds the same pool without
-// connecting, as a driver's client constructor does, so that the first
-// check-out establishes the first connection.
+// It is a Client of a Single topology (directConnection, or a load
+// balancer), with the same monitor, SDAM rules and server selection as any
+// other: Open waits for the server and pings it; New returns at once, its
+// pool paused until the monitor's first check finds the server, and the
+// first command waits for that.
 //
-// A pool plays the part of server discovery and monitoring for its one
-// server. When establishing a connection fails during the handshake or
-// authentication with an error that does not carry the SystemOverloadedError
-// label, the server is taken as unknown: the pool is cleared and paused
-// (check-outs fail with a retryable pool.PoolClearedError) until a monitor sees
-// the server answer a hello again, checking every heartbeatFrequencyMS and at
-// most every 500ms when a check-out meets the paused pool. In load-balanced
-// mode only the failed connection's service is cleared, and nothing is paused.
-// See New.
+// Every event handler (of the pools, the topology, the commands) and the
+// logger run on goroutines of the client's, one event at a time and in
+// order: neither the topology, nor a monitor, nor an operation ever waits for
+// them, and a handler may call the client back, Close included. Flush waits
+// for the handlers to have every event so far; Close does not, and Shutdown
+// does.
 //
 // The pool itself is package pool; the layers under it are packages wire,
 // handshake, auth, connstring and connection.

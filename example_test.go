@@ -9,7 +9,6 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
-	"github.com/mongopool/mongopool/pool"
 )
 
 func ExampleOpen() {
@@ -66,12 +65,14 @@ func ExampleNew() {
 	}
 	_, err = p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
 	fmt.Println("first command failed:", err != nil)
+	// The error marked the server Unknown and paused its pool; the next
+	// command waits for the monitor to find the server again.
 	fmt.Println("pool:", p.Stats().State)
 	_, err = p.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
-	fmt.Println("retryable:", pool.HasErrorLabel(err, pool.LabelRetryable))
+	fmt.Println("second command:", err)
 	// Output:
 	// connections after New: 0
 	// first command failed: true
 	// pool: paused
-	// retryable: true
+	// second command: <nil>
 }

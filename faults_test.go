@@ -18,6 +18,7 @@ import (
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -94,6 +95,7 @@ func TestFaultsInReplies(t *testing.T) {
 					uri += "&compressors=" + comp
 				}
 				p := openCtx(t, limits.ctx(t), uri, pool.WithEventHandler(rec.handler))
+				rec.attach(p)
 				fault := tc.fault
 				fault.Commands = []string{"ping"} // not the handshake
 				remove := faultInject(t, s, fault)
@@ -147,17 +149,17 @@ func TestFaultsInReplies(t *testing.T) {
 						}
 						return
 					}
-					// Cleared and paused; the next command fails at once,
-					// with the fault as the cause, and asks for a check,
-					// which finds the server answering its hello.
+					// Cleared and paused, the server Unknown; a check, which
+					// the next command's selection would ask for, finds the
+					// server answering its hello and makes the pool ready.
 					if st := p.Stats(); st.State != "paused" || st.Clears != int64(readies) {
 						t.Fatalf("stats %+v after a broken reply; want the pool cleared and paused", st)
 					}
-					_, err := p.RunCommand(limits.ctx(t), "admin", ping)
-					var pce *pool.PoolClearedError
-					if !errors.As(err, &pce) || !errors.Is(err, tc.is) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
-						t.Fatalf("command on the cleared pool: %v; want a retryable PoolClearedError caused by the fault", err)
+					sd, _ := p.Client().Topology().Description().Server(s.Addr())
+					if sd.Type != topology.ServerUnknown || !errors.Is(sd.Error, tc.is) {
+						t.Fatalf("server %+v after a broken reply; want it Unknown with the fault as its error", sd)
 					}
+					p.Client().Topology().RequestCheck()
 					readies++
 					rec.waitN(limits.ctx(t), t, "the pool made ready by the monitor", readies, func(e pool.Event) bool { return e.Type == pool.PoolReady })
 				}
@@ -276,6 +278,7 @@ func TestFaultsWhileEstablishing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			rec.attach(p)
 			t.Cleanup(func() { p.Close() })
 			if err := p.Ready(); err != nil {
 				t.Fatal(err)
@@ -359,6 +362,7 @@ func TestFaultHangCanceled(t *testing.T) {
 	s := server(t)
 	rec := newE2EEventLog()
 	p := openCtx(t, ctx(t), s.URI(), pool.WithEventHandler(rec.handler))
+	rec.attach(p)
 	// The fail point holds the ping for longer than the test runs (the
 	// server's Close ends the block), and tells when it holds it.
 	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"ping"}, BlockTime: time.Hour}); err != nil {
@@ -397,19 +401,21 @@ func TestFaultHangCanceled(t *testing.T) {
 	faultCheckStats(t, p.Stats())
 }
 
-// Open against a server whose hello hangs fails within connectTimeoutMS,
-// with the backpressure labels, and leaves nothing behind.
+// Open against a server whose hello hangs fails within
+// serverSelectionTimeoutMS: the monitor's checks time out after
+// connectTimeoutMS, and the selection error names the hello's timeout.
+// Nothing is left behind.
 func TestFaultOpenHelloHangs(t *testing.T) {
 	leakcheck.Check(t)
 	s := server(t)
-	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"isMaster"}})
-	p, err := mongopool.Open(ctx(t), s.URI()+"?connectTimeoutMS=200")
+	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"isMaster", "hello"}})
+	p, err := mongopool.Open(ctx(t), s.URI()+"?connectTimeoutMS=200&serverSelectionTimeoutMS=500")
 	if err == nil {
 		p.Close()
 		t.Fatal("Open succeeded")
 	}
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "hello") ||
-		!pool.HasErrorLabel(err, pool.LabelSystemOverloaded) || !pool.HasErrorLabel(err, pool.LabelRetryable) {
-		t.Fatalf("Open: %v; want a labelled timeout of the hello", err)
+	var se *topology.SelectionError
+	if !errors.As(err, &se) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "hello") {
+		t.Fatalf("Open: %v; want a selection error that names the hello's timeout", err)
 	}
 }

@@ -85,9 +85,20 @@ func rawListener(t *testing.T, serve func(net.Conn)) string {
 
 // e2eEventLog records a pool's events, in order, and lets a test wait for one.
 type e2eEventLog struct {
+	// src, once attached, is flushed before the events are read: they
+	// are delivered on goroutines of the pool's, a moment after what the
+	// test did.
+	src     flusher
 	mu      sync.Mutex
 	events  []pool.Event
 	changed chan struct{}
+}
+
+// attach makes the log wait for f's events before it is read.
+func (l *e2eEventLog) attach(f flusher) {
+	l.mu.Lock()
+	l.src = f
+	l.mu.Unlock()
 }
 
 func newE2EEventLog() *e2eEventLog { return &e2eEventLog{changed: make(chan struct{}, 1)} }
@@ -105,6 +116,16 @@ func (l *e2eEventLog) handler(e pool.Event) {
 
 // all returns the events so far.
 func (l *e2eEventLog) all() []pool.Event {
+	l.mu.Lock()
+	src := l.src
+	l.mu.Unlock()
+	if src != nil {
+		c, cancel := context.WithTimeout(context.Background(), hangLimit)
+		defer cancel()
+		if err := src.Flush(c); err != nil {
+			panic("the events were not delivered within " + hangLimit.String() + ": " + err.Error())
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]pool.Event(nil), l.events...)
@@ -235,4 +256,48 @@ func waitFor(t *testing.T, what func() string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// flusher is what delivers events on a goroutine of its own: a Client, a
+// Pool of this package, a pool.Pool.
+type flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// flush waits, at most hangLimit, for f's event handlers to have every event
+// so far: a test checks the events of what it did once they are delivered.
+func flush(t testing.TB, f flusher) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	if err := f.Flush(c); err != nil {
+		t.Fatalf("the events were not delivered within %v: %v", hangLimit, err)
+	}
+}
+
+// barePool is a ready pool.Pool of uri's one server with the real connector
+// and uri's pool options, and opts, without a topology in front: for the
+// tests of what the pool does when establishing a connection fails, which a
+// client's monitor would meet first. It is closed at the end of the test.
+func barePool(t *testing.T, uri string, opts ...pool.Option) *pool.Pool {
+	t.Helper()
+	address, connector, uriOpts, err := mongopool.PoolParts(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(address, connector, append(uriOpts, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if err := p.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkOutOnce checks a connection out of p and back in, and returns the
+// check-out's error.
+func checkOutOnce(c context.Context, p *pool.Pool) error {
+	return p.Do(c, func(*pool.Conn) error { return nil })
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -217,6 +218,7 @@ func TestLoadBalancedTwoServices(t *testing.T) {
 	lb := startLBProxy(t, srvA.Addr(), srvB.Addr())
 	events := newE2EEventLog()
 	p := open(t, "mongodb://"+lb.addr()+"/?loadBalanced=true&maxPoolSize=10", pool.WithEventHandler(events.handler))
+	events.attach(p)
 	pl := p.Pool()
 
 	// Open keeps its first connection (to A, the first in turn); three more
@@ -383,6 +385,7 @@ func TestLoadBalancedClearUnknownService(t *testing.T) {
 	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
 	events := newE2EEventLog()
 	p := open(t, s.URI()+"?loadBalanced=true", pool.WithEventHandler(events.handler))
+	events.attach(p)
 	other := pool.ServiceID(bson.NewObjectID())
 	if err := p.Pool().Clear(pool.ClearOptions{ServiceID: other}); err != nil {
 		t.Fatal(err)
@@ -466,7 +469,7 @@ func TestLoadBalancedConnectionEstablishment(t *testing.T) {
 			}
 			s := server(t, opts...)
 			lb := startLBProxy(t, s.Addr())
-			uri := "mongodb://" + lb.addr() + "/?loadBalanced=false"
+			uri := "mongodb://" + lb.addr() + "/?loadBalanced=false&serverSelectionTimeoutMS=500"
 			if tc.lbClient {
 				uri = "mongodb://" + lb.addr() + "/?loadBalanced=true"
 			}
@@ -474,11 +477,12 @@ func TestLoadBalancedConnectionEstablishment(t *testing.T) {
 			p, err := mongopool.Open(ctx(t), uri, pool.WithEventHandler(events.handler))
 			if p != nil {
 				defer p.Close()
+				events.attach(p)
 			}
 
 			// The hello: OP_MSG, with loadBalanced: true exactly when asked.
-			// The pool's connection is the first through the proxy; any
-			// later one (a monitor's check after a failure) says the same.
+			// The monitor's connection (when there is one) and the pool's
+			// all say the same.
 			hellos := lb.recordedHellos()
 			if len(hellos) == 0 {
 				t.Fatal("no connection through the proxy")
@@ -525,9 +529,22 @@ func TestLoadBalancedConnectionEstablishment(t *testing.T) {
 				t.Fatal("Open succeeded")
 			}
 			tc.wantErr(t, err)
-			// The failure is the handshake's, never a sign of overload, and
-			// no command was sent (the upstream test expects no command
+			// No command was sent (the upstream test expects no command
 			// events).
+			if n := s.Stats().Commands["ping"]; n != 0 {
+				t.Fatalf("the server got %d pings after a failed handshake", n)
+			}
+			if !tc.lbClient {
+				// The monitor's hello met the error first: the server is
+				// Unknown, and selection fails with its error.
+				var se *topology.SelectionError
+				if !errors.As(err, &se) {
+					t.Fatalf("error %v, want a *topology.SelectionError", err)
+				}
+				return
+			}
+			// Behind a load balancer nothing is monitored: the pool's
+			// handshake fails, never as a sign of overload.
 			var cerr *pool.ConnectionError
 			if !errors.As(err, &cerr) || cerr.DuringAuth {
 				t.Fatalf("error %v, want a *pool.ConnectionError of the handshake", err)
@@ -535,12 +552,9 @@ func TestLoadBalancedConnectionEstablishment(t *testing.T) {
 			if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) || pool.HasErrorLabel(err, pool.LabelRetryable) {
 				t.Fatalf("a load-balancing mismatch got backpressure labels: %v", err)
 			}
-			if n := s.Stats().Commands["ping"]; n != 0 {
-				t.Fatalf("the server got %d pings after a failed handshake", n)
-			}
-			failed := events.filter(func(e pool.Event) bool { return e.Type == pool.ConnectionCheckOutFailed })
-			if len(failed) != 1 || failed[0].Reason != pool.ReasonConnectionError {
-				t.Fatalf("check-out failures %+v, want one with reason connectionError", failed)
+			failed := events.waitFor(ctx(t), t, "the check-out's failure", func(e pool.Event) bool { return e.Type == pool.ConnectionCheckOutFailed })
+			if failed.Reason != pool.ReasonConnectionError {
+				t.Fatalf("check-out failure %+v, want reason connectionError", failed)
 			}
 		})
 	}

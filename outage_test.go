@@ -16,6 +16,8 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // These tests watch what a dead or broken server costs over a window of time.
@@ -38,28 +40,28 @@ func resettingListener(t *testing.T) (uri string, accepted *atomic.Int64) {
 }
 
 // A pool left idle with minPoolSize against a server that drops every
-// connection costs a few attempts, not thousands: the population backs off,
-// and the monitor's first check marks the server Unknown and pauses the pool,
-// after which only the monitor dials, once a heartbeat.
+// connection costs a few attempts, not thousands: the monitor's checks fail,
+// the server stays Unknown and its pool paused, so that only the monitor
+// dials, once a heartbeat (and once more at once after a network error on a
+// known server, which this one never is).
 func TestDeadServerIdleCostsFewDials(t *testing.T) {
 	for _, minSize := range []int{1, 5} {
 		t.Run(fmt.Sprint("minPoolSize=", minSize), func(t *testing.T) {
 			uri, accepted := resettingListener(t)
-			rec := newE2EEventLog()
-			p := sdamNew(t, fmt.Sprint(uri, "?heartbeatFrequencyMS=500&minPoolSize=", minSize), pool.WithEventHandler(rec.handler))
-			rec.waitFor(ctx(t), t, "the monitor's clear", func(e pool.Event) bool { return e.Type == pool.PoolCleared })
-			// Two seconds of an idle pool: the window of the report.
+			p := sdamNew(t, fmt.Sprint(uri, "?heartbeatFrequencyMS=500&minPoolSize=", minSize), nil)
+			// Two seconds of an idle client: the window of the report.
 			time.Sleep(2 * time.Second)
 			st := p.Stats()
-			if st.State != "paused" {
-				t.Fatalf("stats %+v; want the pool paused while the server is Unknown", st)
+			if st.State != "paused" || st.Created != 0 {
+				t.Fatalf("stats %+v; want the pool paused, never dialling, while the server is Unknown", st)
 			}
-			// Before the clear: the population's first attempts, backing
-			// off. After it: the monitor's checks, two per heartbeat at
-			// most (a check and its immediate retry).
-			t.Logf("%d connections in 2.5s, %d by the pool", accepted.Load(), st.Created)
-			if n := accepted.Load(); n > 20 {
-				t.Fatalf("%d connections to a dead server in 2.5s (%d by the pool); want a few", n, st.Created)
+			sd, _ := p.Client().Topology().Description().Server(p.Address())
+			if sd.Type != topology.ServerUnknown || sd.Error == nil {
+				t.Fatalf("server %+v; want it Unknown with the monitor's error", sd)
+			}
+			t.Logf("%d connections in 2s", accepted.Load())
+			if n := accepted.Load(); n > 8 {
+				t.Fatalf("%d connections to a dead server in 2s; want a few (a check every 500ms)", n)
 			}
 		})
 	}
@@ -74,7 +76,8 @@ func TestBrokenRepliesUnderLoadAreBounded(t *testing.T) {
 	s := server(t)
 	faultInject(t, s, mongotest.Fault{Kind: mongotest.FaultNotBSON, Commands: []string{"ping"}})
 	rec := newE2EEventLog()
-	p := sdamNew(t, s.URI()+"?maxPoolSize=8", pool.WithEventHandler(rec.handler))
+	p := sdamNew(t, s.URI()+"?maxPoolSize=8", nil, pool.WithEventHandler(rec.handler))
+	rec.attach(p)
 	c, cancel := context.WithTimeout(ctx(t), 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -105,31 +108,24 @@ func TestBrokenRepliesUnderLoadAreBounded(t *testing.T) {
 	}
 }
 
-// A server that says it is shutting down, in its answer to the hello of a
-// new connection (the background population's too), clears the pool once:
-// the pool is paused and stops dialling until a check of the monitor
-// succeeds.
+// A server that says it is shutting down, in its answer to every hello, is
+// Unknown to the monitor: its pool is never made ready and never dials, and a
+// command fails after serverSelectionTimeoutMS with a selection error that
+// carries the server's error.
 func TestShuttingDownInHandshakeClears(t *testing.T) {
 	for _, code := range []int32{91, 11600} {
 		t.Run(fmt.Sprint("code ", code), func(t *testing.T) {
 			s := server(t)
 			sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "shutdown", ErrorCode: code})
-			rec := newE2EEventLog()
-			p := sdamNew(t, s.URI()+"?appName=shutdown&minPoolSize=3&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
-			rec.waitFor(ctx(t), t, "PoolCleared", func(e pool.Event) bool { return e.Type == pool.PoolCleared })
-			time.Sleep(500 * time.Millisecond) // a window in which nothing more may happen
-			// The monitor, asked for a check by the state change, finds
-			// the server still shutting down and clears again: the pool
-			// is paused already, no event says so.
-			st := p.Stats()
-			cleared := rec.filter(func(e pool.Event) bool { return e.Type == pool.PoolCleared })
-			if st.State != "paused" || len(cleared) != 1 || st.Created > 3 || st.Pending != 0 {
-				t.Fatalf("stats %+v, %d PoolCleared events; want one, the pool paused and no more attempts", st, len(cleared))
-			}
+			p := sdamNew(t, s.URI()+"?appName=shutdown&minPoolSize=3&serverSelectionTimeoutMS=500", nil)
 			_, err := p.RunCommand(ctx(t), "admin", ping)
-			var pce *pool.PoolClearedError
-			if !errors.As(err, &pce) || pce.Cause == nil {
-				t.Fatalf("command: %v; want a PoolClearedError saying why", err)
+			var se *topology.SelectionError
+			var ce *wire.CommandError
+			if !errors.As(err, &se) || !errors.As(err, &ce) || ce.Code != code {
+				t.Fatalf("command: %v; want a selection error carrying the server's error %d", err, code)
+			}
+			if st := p.Stats(); st.State != "paused" || st.Created != 0 {
+				t.Fatalf("stats %+v; want the pool paused, never dialling", st)
 			}
 		})
 	}
@@ -142,7 +138,7 @@ func TestShuttingDownInHandshakeClears(t *testing.T) {
 func TestLoadBalancedHelloErrorsBackOff(t *testing.T) {
 	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
 	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "lb-shutdown", ErrorCode: 91})
-	p := sdamNew(t, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2")
+	p := sdamNew(t, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2", nil)
 	time.Sleep(time.Second) // the window
 	st := p.Stats()
 	t.Logf("%d attempts in 1s", st.Created)
@@ -169,7 +165,8 @@ func TestStateChangeErrorsOfOperations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := server(t)
 			rec := newE2EEventLog()
-			p := sdamNew(t, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
+			p := sdamNew(t, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", nil, pool.WithEventHandler(rec.handler))
+			rec.attach(p)
 			if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +203,8 @@ func TestStateChangeErrorsOfOperations(t *testing.T) {
 func TestMonitorTimeoutInterruptsInUse(t *testing.T) {
 	s := server(t)
 	rec := newE2EEventLog()
-	p := sdamNew(t, s.URI()+"?heartbeatFrequencyMS=500&connectTimeoutMS=300", pool.WithEventHandler(rec.handler))
+	p := sdamNew(t, s.URI()+"?heartbeatFrequencyMS=500&connectTimeoutMS=300", nil, pool.WithEventHandler(rec.handler))
+	rec.attach(p)
 	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +357,7 @@ func (p *outageProxy) restore() {
 func TestOutageUnderLoadIsBounded(t *testing.T) {
 	s := server(t)
 	proxy := newOutageProxy(t, s.Addr())
-	p := sdamNew(t, "mongodb://"+proxy.addr+"/?maxPoolSize=8&connectTimeoutMS=2000")
+	p := sdamNew(t, "mongodb://"+proxy.addr+"/?maxPoolSize=8&connectTimeoutMS=2000", nil)
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
 	var wg sync.WaitGroup

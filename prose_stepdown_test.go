@@ -24,6 +24,7 @@ func stepDownClient(t *testing.T) (*mongotest.ReplicaSet, *mongopool.Client, *e2
 	log := newE2EEventLog()
 	c := newClient(t, rs.URI()+"&retryWrites=false&heartbeatFrequencyMS=500",
 		mongopool.WithPoolOptions(pool.WithEventHandler(log.handler)))
+	log.attach(c)
 	insert := bson.D{{Key: "insert", Value: "step-down"}, {Key: "documents", Value: bson.A{bson.D{{Key: "test", Value: 1}}}}}
 	if _, err := c.Write(ctx(t), "step-down", insert); err != nil {
 		t.Fatal(err)

@@ -146,6 +146,11 @@ func (e *WriteConcernError) Error() string {
 // HasErrorLabel reports whether the reply carries label.
 func (e *WriteConcernError) HasErrorLabel(label string) bool { return slices.Contains(e.Labels, label) }
 
+// writeConcernErrorKey is the name of a reply's writeConcernError field, as
+// it appears in the BSON: most replies have none, and looking for these
+// bytes first keeps their path free of parsing.
+var writeConcernErrorKey = []byte("writeConcernError\x00")
+
 // writeConcernErrorOf returns the writeConcernError of a successful reply,
 // if it has one.
 func writeConcernErrorOf(reply bson.Raw) (*WriteConcernError, bool) {

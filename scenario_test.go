@@ -179,6 +179,7 @@ func TestMemberKilledAndRestarted(t *testing.T) {
 	rs := startReplicaSet(t, 3)
 	log := newE2EEventLog()
 	c := newClient(t, rs.URI()+"&heartbeatFrequencyMS=500", mongopool.WithPoolOptions(pool.WithEventHandler(log.handler)))
+	log.attach(c)
 	waitTopology(t, c, "two secondaries", hasTypes(map[topology.ServerType]int{topology.RSPrimary: 1, topology.RSSecondary: 2}))
 	ctx := ctx(t)
 	victim := -1

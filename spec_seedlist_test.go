@@ -193,6 +193,11 @@ func runSeedlistTest(t *testing.T, path string, dns *seedlistDNS, pki *testpki.P
 	}
 	defer c.Close()
 
+	// The client delivers its events asynchronously: the initial
+	// description is the watch's once they are flushed.
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("the client did not deliver its events within %v: %v", seedlistTimeout, err)
+	}
 	seeds := w.initialSeeds()
 	if tc.Seeds != nil && !slices.Equal(seeds, sorted(tc.Seeds)) {
 		t.Errorf("initial seeds %v, want %v", seeds, sorted(tc.Seeds))

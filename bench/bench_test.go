@@ -2,6 +2,7 @@ package bench
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,15 @@ func TestSmoke(t *testing.T) {
 	shapes := map[string]bool{}
 	for _, r := range s.Report.Rows {
 		shapes[r.Shape] = true
+		if r.Shape == "4 storm" {
+			// The hand-over order comes from the events of the pools
+			// that emit them as they hand over, and only from those.
+			v := figValue(t, r, "most overtaken, as handed over")
+			if _, err := strconv.Atoi(v); (err == nil) != eventsAtHandOver[r.Kind] {
+				t.Errorf("%s, %s: most overtaken as handed over %q", r.Case, r.Kind, v)
+			}
+			fig(t, r, "most overtaken, as returned")
+		}
 		if r.Shape == "4 storm" && r.Kind == Mongopool {
 			mc := 2
 			if strings.HasSuffix(r.Case, "maxConnecting 10") {
@@ -136,6 +146,34 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
+// A CheckedOut event is matched to its check-out by connection and use,
+// whichever goroutine delivers it, and whenever.
+func TestHandOver(t *testing.T) {
+	rec := newRecorder(4, -1)
+	// Connection 1 serves check-outs 2 then 0, connection 2 check-outs 3
+	// then 1; the events come 1, 2, 2, 1.
+	cos := []checkOut{{use: useKey(1, 2)}, {use: useKey(2, 2)}, {use: useKey(1, 1)}, {use: useKey(2, 1)}}
+	for _, id := range []int64{1, 2, 2, 1} {
+		rec.event(Ev{EvCheckOutStarted, 0})
+		rec.event(Ev{EvCheckedOut, id})
+	}
+	ranks, err := rec.handOver(cos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{3, 2, 0, 1}; !slices.Equal(ranks, want) {
+		t.Errorf("ranks %v, want %v", ranks, want)
+	}
+	cos[0].use = useKey(1, 3) // a use the events never showed
+	if _, err := rec.handOver(cos); err == nil {
+		t.Error("a check-out without its CheckedOut event: no error")
+	}
+	rec.event(Ev{EvCheckOutStarted, 0})
+	if _, err := rec.handOver(cos); err == nil {
+		t.Error("more CheckOutStarted events than check-outs: no error")
+	}
+}
+
 func TestRankShift(t *testing.T) {
 	if got := rankShift([]int{0, 1, 2, 3}, []int{0, 1, 2, 3}); got != 0 {
 		t.Errorf("in order: shift %d, want 0", got)
@@ -170,18 +208,6 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-func TestGoid(t *testing.T) {
-	a := goid()
-	if a <= 0 || goid() != a {
-		t.Fatalf("goid() = %d, then %d", a, goid())
-	}
-	other := make(chan int64)
-	go func() { other <- goid() }()
-	if b := <-other; b == a || b <= 0 {
-		t.Errorf("two goroutines, ids %d and %d", a, b)
-	}
-}
-
 // The micro-benchmarks, for `go test -bench .`: each pool against the same
 // test server.
 
@@ -206,7 +232,7 @@ func benchPools(b *testing.B, cfg Config, warm int, kinds []Kind, w workload) {
 			if err := warmUp(p, warm); err != nil {
 				b.Fatal(err)
 			}
-			fn := w(p)
+			fn := flushed(p, w(p)) // the events it caused delivered, whichever the pool
 			b.ReportAllocs()
 			b.ResetTimer()
 			if err := fn(b.N); err != nil {

@@ -31,6 +31,15 @@ type Pool interface {
 	// ID returns the pool's id of a connection it handed out, the
 	// ConnectionID of its events.
 	ID(c any) int64
+	// Flush returns once the event handler has had every event the pool
+	// emitted before the call. mongopool delivers its events on a
+	// goroutine of its own, after the calls that caused them may have
+	// returned; the official pool calls its handler inside those calls, on
+	// the goroutine that makes the change, and has nothing to wait for.
+	Flush(ctx context.Context) error
+	// Close closes the pool; mongopool's also waits for the delivery of
+	// its events, so that none of one pool's events is still being
+	// delivered while the next pool is measured.
 	Close()
 }
 
@@ -52,8 +61,17 @@ type Config struct {
 	MinPoolSize   int
 	MaxConnecting int // 0: the default of 2
 
-	// Events, if not nil, receives every pool event in a common form.
+	// Events, if not nil, receives every pool event in a common form, on
+	// whatever goroutine the pool delivers it (see Pool.Flush).
 	Events func(Ev)
+	// Established, if not nil, is told of each connection whose
+	// establishment (connection, handshake) has just succeeded, on the
+	// goroutine that established it, before the pool hands it out:
+	// mongopool's through its Connector, which returns then; the official
+	// pool's through its ConnectionReady event, which it emits there.
+	// Unlike an event of mongopool's, the call comes when the connection
+	// is ready, not when a delivery goroutine gets to it.
+	Established func(id int64)
 	// DebugLog writes the pool's debug log messages, formatted by a
 	// slog.TextHandler into io.Discard, for both drivers.
 	DebugLog bool
@@ -116,7 +134,18 @@ func newMongopool(cfg Config) (*mongopoolPool, error) {
 	if cfg.DebugLog {
 		opts = append(opts, pool.WithLogger(discardLogger()))
 	}
-	p, err := pool.New(cfg.Addr, mongopool.NewConnector(connection.Config{Address: cfg.Addr}), opts...)
+	var conn pool.Connector = mongopool.NewConnector(connection.Config{Address: cfg.Addr})
+	if est := cfg.Established; est != nil {
+		inner := conn
+		conn = pool.ConnectorFunc(func(ctx context.Context, a *pool.Attempt) (pool.Link, error) {
+			l, err := inner.Connect(ctx, a)
+			if err == nil && l != nil {
+				est(a.ConnectionID())
+			}
+			return l, err
+		})
+	}
+	p, err := pool.New(cfg.Addr, conn, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +170,15 @@ var mongopoolEvTypes = func() (m [256]EvType) {
 func (m *mongopoolPool) Get(ctx context.Context) (any, error) { return m.p.CheckOut(ctx) }
 func (m *mongopoolPool) Put(c any)                            { m.p.CheckIn(c.(*pool.Conn)) }
 func (m *mongopoolPool) ID(c any) int64                       { return c.(*pool.Conn).ID() }
-func (m *mongopoolPool) Close()                               { m.p.Close() }
+func (m *mongopoolPool) Flush(ctx context.Context) error      { return m.p.Flush(ctx) }
+
+// Close shuts the pool down: unlike its Close, Shutdown also waits for the
+// delivery of the closing's events.
+func (m *mongopoolPool) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m.p.Shutdown(ctx)
+}
 
 // officialPool is the official driver's pool, driven through its server type
 // as a mongo.Client would, with heartbeats pushed out of the way.
@@ -165,8 +202,15 @@ func newOfficial(cfg Config) (*officialPool, error) {
 		return nil, err
 	}
 	sopts := append([]topology.ServerOption(nil), tc.ServerOpts...)
-	if h := cfg.Events; h != nil {
-		mon := &event.PoolMonitor{Event: func(e *event.PoolEvent) { h(Ev{evTypeOf(e.Type), int64(e.ConnectionID)}) }}
+	if h, est := cfg.Events, cfg.Established; h != nil || est != nil {
+		mon := &event.PoolMonitor{Event: func(e *event.PoolEvent) {
+			if est != nil && e.Type == event.ConnectionReady {
+				est(int64(e.ConnectionID))
+			}
+			if h != nil {
+				h(Ev{evTypeOf(e.Type), int64(e.ConnectionID)})
+			}
+		}}
 		sopts = append(sopts, topology.WithConnectionPoolMonitor(func(*event.PoolMonitor) *event.PoolMonitor { return mon }))
 	}
 	if d := cfg.MaintainInterval; d > 0 {
@@ -202,6 +246,7 @@ func evTypeOf(name string) EvType {
 func (o *officialPool) Get(ctx context.Context) (any, error) { return o.s.Connection(ctx) }
 func (o *officialPool) Put(c any)                            { c.(*mnet.Connection).Close() }
 func (o *officialPool) ID(c any) int64                       { return c.(*mnet.Connection).DriverConnectionID() }
+func (o *officialPool) Flush(context.Context) error          { return nil }
 func (o *officialPool) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -239,4 +284,5 @@ func newPuddle(cfg Config) (*puddlePool, error) {
 func (p *puddlePool) Get(ctx context.Context) (any, error) { return p.p.Acquire(ctx) }
 func (p *puddlePool) Put(c any)                            { c.(*puddle.Resource[int]).Release() }
 func (p *puddlePool) ID(any) int64                         { return 0 }
+func (p *puddlePool) Flush(context.Context) error          { return nil }
 func (p *puddlePool) Close()                               { p.p.Close() }

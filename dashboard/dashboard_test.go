@@ -29,6 +29,7 @@ func TestStreamCarriesStats(t *testing.T) {
 	a, b, c := pooltest.CheckOut(t, p), pooltest.CheckOut(t, p), pooltest.CheckOut(t, p)
 	defer p.CheckIn(a)
 	defer p.CheckIn(c)
+	flush(t, p) // the handler has counted the three check-outs
 
 	// Two check-outs wait: one for the connection being established for
 	// it, which the connector holds, then one in the queue, as the pool is

@@ -28,10 +28,11 @@
 //   - /static/ the page's script, style sheet and chart library.
 //
 // The figures come from [pool.Pool.Stats], read at each snapshot; the events
-// from the handlers [Dashboard.EventHandler] returns, which a pool calls
-// synchronously and which therefore never wait: they count the event and hand
-// it to the dashboard's goroutine through a bounded queue, or drop it from the
-// list (and count the drop) when the queue is full.
+// from the handlers [Dashboard.EventHandler] returns, which a pool calls on
+// the goroutine that delivers its events, in order, and which never wait, so
+// that the pool's delivery does not fall behind: they count the event and
+// hand it to the dashboard's goroutine through a bounded queue, or drop it
+// from the list (and count the drop) when the queue is full.
 //
 // The dashboard has no authentication of its own: serve it on a loopback
 // address, or behind the program's own.

@@ -75,7 +75,8 @@ func (f *feed) total() int64 {
 	return n
 }
 
-// count counts e; it runs on the pool's goroutine, in the event handler.
+// count counts e; it runs in the event handler, on the pool's delivery
+// goroutine.
 func (f *feed) count(t pool.EventType) {
 	if int(t) < eventTypes {
 		f.counts[t].Add(1)
@@ -154,11 +155,13 @@ type delivery struct {
 // ([Dashboard.AddSource]), told apart by their address; they are kept from
 // the pool's creation on, before it is added.
 //
-// The pool calls the handler synchronously, on the goroutine of the change it
-// reports, so the handler never waits: it counts the event and queues it for
-// the dashboard's goroutine, and when the queue is full (the dashboard is
-// behind, or closed) the event is left out of the list and counted as
-// dropped, while still counted in the events per second.
+// The pool calls the handler on a goroutine of its own, which delivers its
+// events in order, after the changes they report; a handler that keeps it
+// waiting puts the pool behind, and a pool a whole queue behind drops events
+// (pool.Stats.EventsDropped). So the handler never waits: it counts the
+// event and queues it for the dashboard's goroutine, and when the queue is
+// full (the dashboard is behind, or closed) the event is left out of the
+// list and counted as dropped, while still counted in the events per second.
 func (d *Dashboard) EventHandler(name string) func(pool.Event) {
 	// The feed of the last address seen: a handler usually serves one pool,
 	// and this spares it a look-up per event.

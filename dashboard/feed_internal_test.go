@@ -55,6 +55,17 @@ func TestHandlerNeverWaits(t *testing.T) {
 	}
 }
 
+// flush waits until the handlers of p have had its events so far: the pool
+// delivers them on a goroutine of its own, after the change they report.
+func flush(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("the pool's events were not delivered: %v", err)
+	}
+}
+
 // TestPrune checks that the events of a pool no longer shown are forgotten
 // once quiet for pruneAfter, and that its handler then starts anew.
 func TestPrune(t *testing.T) {
@@ -73,6 +84,7 @@ func TestPrune(t *testing.T) {
 	if err := d.Add("p", p); err != nil {
 		t.Fatal(err)
 	}
+	flush(t, p) // ConnectionPoolCreated: the handler has made the feed
 	now := time.Now()
 	d.refresh(now.Add(2 * pruneAfter))
 	old := d.lookupFeed("p", "a.example:1")
@@ -88,7 +100,10 @@ func TestPrune(t *testing.T) {
 	if d.lookupFeed("p", "a.example:1") != nil || !old.pruned.Load() {
 		t.Fatal("the feed of a pool taken off was kept after pruneAfter")
 	}
-	p.Ready()
+	if err := p.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	flush(t, p)
 	if f := d.lookupFeed("p", "a.example:1"); f == nil || f == old || f.counts[pool.PoolReady].Load() != 1 {
 		t.Errorf("after pruning, the handler did not start a new feed: %p (old %p)", f, old)
 	}

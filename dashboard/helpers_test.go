@@ -14,6 +14,7 @@ import (
 
 	"github.com/mongopool/mongopool/dashboard"
 	"github.com/mongopool/mongopool/internal/pooltest"
+	"github.com/mongopool/mongopool/pool"
 )
 
 // hangLimit bounds every wait of the tests, so that a regression that leaves
@@ -151,6 +152,18 @@ func get(t *testing.T, srv *httptest.Server, path string, want int) (*http.Respo
 		t.Fatalf("GET %s: status %d, want %d; body:\n%s", path, resp.StatusCode, want, body)
 	}
 	return resp, string(body)
+}
+
+// flush waits until the event handlers of p have had its events so far:
+// the pool delivers them on a goroutine of its own, after the change they
+// report.
+func flush(t *testing.T, p *pool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("the pool's events were not delivered within %v: %v", hangLimit, err)
+	}
 }
 
 // snapshotOf fetches and decodes /snapshot.

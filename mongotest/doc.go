@@ -1,5 +1,5 @@
 // Package mongotest is an in-process MongoDB server for tests: it listens on
-// 127.0.0.1, speaks the wire protocol (OP_MSG, OP_COMPRESSED, and the legacy
+// 127.0.0.1 (or on an in-memory Network), speaks the wire protocol (OP_MSG, OP_COMPRESSED, and the legacy
 // OP_QUERY hello that drivers send first) and answers enough commands for a
 // driver, or a connection pool, to connect, authenticate, and run CRUD
 // operations and simple aggregations as MongoDB runs them.
@@ -64,7 +64,8 @@
 // replication is instantaneous. WithReplicaSet makes a server the primary
 // of a set of one member. WithAdvertisedHosts gives the members host names
 // to advertise instead of their 127.0.0.1 addresses, for clients that
-// reach them through a dialer. The members answer as mongod's do:
+// reach them through a dialer (on a Network, the members listen on those
+// names). The members answer as mongod's do:
 //
 //   - hello reports the set (setName, setVersion, hosts, passives,
 //     arbiters, primary, me), the member's role (isWritablePrimary,
@@ -106,6 +107,37 @@
 // replication, every write is on every member when it is acknowledged. A
 // standalone and a mongos report no topologyVersion, so clients poll them
 // rather than stream.
+//
+// # In-memory network
+//
+// A Network is an in-memory network for tests that run on the fake clock
+// of testing/synctest, whose time moves on only while every goroutine of
+// the bubble is durably blocked, which a goroutine blocked on a socket is
+// not. Servers listen on it (WithNetwork), at addresses that look like
+// TCP's ("127.0.0.1:27017", then 27018, ..., or the host names of
+// WithAdvertisedHosts), and clients dial through its DialContext, which
+// mongopool.WithDialer and the official driver's SetDialer take. Its
+// connections wait on channels and timers of the bubble: a monitor's 10s
+// heartbeat, a 30s server selection timeout or an awaitable hello's
+// maxAwaitTimeMS then take that long on the bubble's clock, and no time at
+// all:
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		n := mongotest.NewNetwork()
+//		defer n.Close()
+//		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		client, err := mongopool.Connect(t.Context(), rs.URI(), mongopool.WithDialer(n.DialContext))
+//		...
+//	})
+//
+// Everything works on a Network as on TCP: replica sets and their
+// controls (a stopped member's address refuses connections, Restart
+// listens on it again), fail points, faults, awaitable and streaming
+// hellos, TLS. Network.Close closes the servers started on it and every
+// connection, so that no goroutine of theirs outlives the bubble.
 //
 // Once a user exists, every command but the handshake, authentication,
 // ping, buildInfo and endSessions needs an authenticated connection. There

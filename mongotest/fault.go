@@ -310,8 +310,12 @@ func resetConn(nc net.Conn) {
 	if tc, ok := nc.(*tls.Conn); ok {
 		raw = tc.NetConn()
 	}
-	if tcp, ok := raw.(*net.TCPConn); ok {
-		tcp.SetLinger(0)
+	switch raw := raw.(type) {
+	case *net.TCPConn:
+		raw.SetLinger(0)
+	case *pipeConn:
+		raw.resetConn()
+		return
 	}
 	raw.Close()
 }

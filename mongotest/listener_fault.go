@@ -15,7 +15,8 @@ type acceptGate struct {
 // the TCP handshake of a client that connects (until its backlog is full):
 // the client's connect succeeds, and then nothing answers, not even a TLS
 // handshake, which is what a server too busy to accept looks like. A client
-// must rely on its connect timeout. The connections held this way are served
+// must rely on its connect timeout. On a Network, likewise, dials succeed
+// and their connections wait, however many. The connections held this way are served
 // once accepting resumes, or closed by Close. Pausing a paused server does
 // nothing.
 func (s *Server) PauseAccepting() {

@@ -43,6 +43,7 @@ type config struct {
 	replicaSet     string
 	members        map[int]Member // WithMember's, by index
 	advertised     []string       // WithAdvertisedHosts's, by member
+	network        *Network       // WithNetwork's; nil for TCP
 }
 
 func defaultConfig() config {
@@ -177,8 +178,11 @@ func WithMongos() Option {
 // hello; host in serverStatus), and ReplicaSet.URI lists them. The members
 // still listen on 127.0.0.1, each on its own port (Server.Addr): a client
 // reaches them through a dialer that maps each advertised address to its
-// member's Addr. It takes one distinct "host:port" per member of a set
-// started by StartReplicaSet, or one for WithReplicaSet.
+// member's Addr. On a Network (WithNetwork), though, each member listens
+// on its advertised address, which its Addr is then (host lower-cased),
+// and the Network's DialContext reaches it with no mapping. It takes one
+// distinct "host:port" per member of a set started by StartReplicaSet, or
+// one for WithReplicaSet.
 func WithAdvertisedHosts(hosts ...string) Option {
 	return func(c *config) error {
 		if len(hosts) == 0 {

@@ -62,11 +62,12 @@ func TestLimitConnectionRateRejects(t *testing.T) {
 // specification says (SystemOverloadedError, RetryableError).
 func TestLimitConnectionRatePoolSeesOverload(t *testing.T) {
 	srv := start(t)
-	if err := srv.LimitConnectionRate(0, 1); err != nil {
+	// Two connections admitted: the monitor's, and the one of Open's ping.
+	if err := srv.LimitConnectionRate(0, 2); err != nil {
 		t.Fatal(err)
 	}
 	c := ctx(t)
-	p, err := mongopool.Open(c, srv.URI()) // its ping takes the one connection admitted
+	p, err := mongopool.Open(c, srv.URI()+"?serverMonitoringMode=poll")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,9 +156,10 @@ type writeEpoch struct {
 }
 
 // StartReplicaSet starts a replica set named name of members members (1
-// to 50), each a server listening on its own port of 127.0.0.1, with its
-// own connections, cursors, stats, fail points and faults, and all sharing
-// one store: a write on the primary is on every member at once. The
+// to 50), each a server listening on its own port of 127.0.0.1 (on TCP,
+// or on the Network of WithNetwork), with its own connections, cursors,
+// stats, fail points and faults, and all sharing one store: a write on the
+// primary is on every member at once. The
 // options apply to every member (TLS, compressors, wire versions), but
 // WithMember, which configures one member; WithReplicaSet and
 // WithLoadBalanced are refused. Users added to any member (AddUser) exist
@@ -244,8 +245,12 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 			ln.Close()
 		}
 	}
-	for range n {
-		ln, err := listen("127.0.0.1:0")
+	for i := range n {
+		addr := "127.0.0.1:0"
+		if cfg.network != nil && advertised != nil {
+			addr = advertised[i] // on a Network, a member listens where it says it is
+		}
+		ln, err := cfg.listen(addr)
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -276,6 +281,9 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 			rs.Close()
 			return nil, err
 		}
+	}
+	if cfg.network != nil {
+		cfg.network.track(rs)
 	}
 	return rs, nil
 }
@@ -463,7 +471,7 @@ func (rs *ReplicaSet) Restart(i int) error {
 	if err != nil {
 		return err
 	}
-	ln, err := listen(m.srv.addr)
+	ln, err := m.srv.cfg.listen(m.srv.addr)
 	if err != nil {
 		return fmt.Errorf("mongotest: Restart(%d): %w", i, err)
 	}

@@ -68,8 +68,9 @@ type life struct {
 	done chan struct{}
 }
 
-// Start starts a server listening on 127.0.0.1 on a free TCP port, and
-// serves every connection on its own goroutine until Close.
+// Start starts a server listening on 127.0.0.1 on a free TCP port (or on
+// a Network, see WithNetwork), and serves every connection on its own
+// goroutine until Close.
 func Start(opts ...Option) (*Server, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -88,7 +89,7 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.advertised != nil {
 		return nil, errors.New("mongotest: WithAdvertisedHosts names the members of a replica set: use it with StartReplicaSet or WithReplicaSet")
 	}
-	ln, err := listen("127.0.0.1:0")
+	ln, err := cfg.listen("127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +99,9 @@ func Start(opts ...Option) (*Server, error) {
 	}
 	if err := s.serve(ln); err != nil {
 		return nil, err
+	}
+	if cfg.network != nil {
+		cfg.network.track(s)
 	}
 	return s, nil
 }
@@ -146,9 +150,15 @@ func newServer(cfg config, addr string, sh *shared) *Server {
 	return s
 }
 
-// listen listens on the TCP address addr.
-func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
+// listen listens on addr: on the Network of WithNetwork, or else on TCP.
+func (c *config) listen(addr string) (net.Listener, error) {
+	var ln net.Listener
+	var err error
+	if c.network != nil {
+		ln, err = c.network.Listen(addr)
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mongotest: listening on %s: %w", addr, err)
 	}
@@ -174,7 +184,8 @@ func (s *Server) serve(ln net.Listener) error {
 	return nil
 }
 
-// Addr returns the address the server listens on, "127.0.0.1:port".
+// Addr returns the address the server listens on, "127.0.0.1:port" (on
+// its Network, with WithNetwork).
 func (s *Server) Addr() string { return s.addr }
 
 // URI returns a connection string for the server,

@@ -74,14 +74,19 @@ func (p *Pool) stopRetryLocked() {
 	p.retry = nil
 }
 
-// retryNow serves the wait queue and minPoolSize at the end of a backoff.
+// retryNow serves the wait queue, then minPoolSize, at the end of a backoff.
+// The waiters come first: an establishment for minPoolSize would count as one
+// for the oldest waiter (see dispatchLocked), yet its failure fails no
+// check-out, so that a waiter behind a population that keeps failing would
+// never get an establishment of its own, nor its error.
 func (p *Pool) retryNow() {
 	defer p.wg.Done()
-	defer p.leaveWorker(p.enterWorker())
+	p.observed()
 	p.mu.Lock()
 	p.retry = nil
 	p.changedLocked()
 	var ob outbox
+	p.dispatchLocked(&ob)
 	if p.state == stateReady {
 		p.populateLocked(&ob)
 	}

@@ -103,6 +103,7 @@ func TestEstablishErrorHandlerOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.pool = p
 	defer closePool(t, p)
 	mustReady(t, p)
 	_, err = checkOut(t, context.Background(), p)

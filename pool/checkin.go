@@ -21,19 +21,15 @@ func (p *Pool) CheckIn(c *Conn) error {
 	if p.timeAll {
 		in = p.clock()
 	}
+	observed := p.observed()
 	p.lock()
 	if c.state != stateInUse {
 		p.mu.Unlock()
 		return fmt.Errorf("%w: connection %d of pool %s", ErrNotCheckedOut, c.id, p.address)
 	}
-	if p.observed() {
-		// The event must come before anyone can check the connection out
-		// again; meanwhile a second check-in of it fails as above.
-		c.state = stateCheckingIn
-		p.mu.Unlock()
-		p.emit(ConnectionCheckedIn, c, 0, "", nil)
-		p.mu.Lock()
-	}
+	// Queued under the lock: the event comes before anyone can check the
+	// connection out again.
+	wake := observed && p.emitLocked(ConnectionCheckedIn, c, 0, "", nil)
 	p.counts.checkedIn++
 	if c.outAt != 0 {
 		if in == 0 {
@@ -44,7 +40,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 	}
 
 	if reason, err := p.checkInPerishedLocked(c); reason != "" {
-		var ob outbox
+		ob := outbox{wakeEvents: wake}
 		p.closeConnLocked(c, reason, err, &ob)
 		p.releaseLocked(&ob)
 		return nil
@@ -53,9 +49,9 @@ func (p *Pool) CheckIn(c *Conn) error {
 	if p.waiting > 0 {
 		// Straight to the oldest waiter: it stays in use.
 		p.inUse--
-		var ob outbox
+		ob := outbox{wakeEvents: wake}
 		p.deliverLocked(p.queue.popLive(), c, nil, &ob, in)
-		p.finishLocked(&ob, false)
+		p.finishLocked(&ob)
 		return nil
 	}
 	p.inUse--
@@ -64,7 +60,7 @@ func (p *Pool) CheckIn(c *Conn) error {
 		c.idleSince = time.Now()
 	}
 	p.idle = append(p.idle, c)
-	p.mu.Unlock()
+	p.unlockAndWake(wake)
 	return nil
 }
 

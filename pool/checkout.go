@@ -27,14 +27,8 @@ func (p *Pool) checkOut(ctx context.Context, site *[]uintptr) (*Conn, error) {
 		return p.checkOutTraced(ctx)
 	}
 	var start mono // when the check-out began, if the clock was read
-	var ticket uint64
-	if p.observed() {
-		// The ticket is taken just before the event, so that the queue can
-		// follow the order the events show even when the pool's lock lets a
-		// later check-out in first.
-		start, ticket = p.clock(), p.tickets.Add(1)
-		p.emit(ConnectionCheckOutStarted, nil, 0, "", nil)
-	} else if p.timeAll {
+	observed := p.observed()
+	if observed || p.timeAll {
 		// Every check-out is timed: read the clock before the lock rather
 		// than under it.
 		start = p.clock()
@@ -47,10 +41,25 @@ func (p *Pool) checkOut(ctx context.Context, site *[]uintptr) (*Conn, error) {
 		}
 	}
 
+	// The wait queue serves check-outs in the order they arrived, which the
+	// CheckOutStarted events show. A check-out that gets the lock at once has
+	// nobody ahead of it: its event is queued under the lock. One that must
+	// wait for the lock, which sync.Mutex may hand to a later check-out
+	// first, queues its event now, and its place among the events (its
+	// ticket) is its place in the wait queue.
+	var ticket uint64
+	queued := false // its CheckOutStarted event is queued
 	waited := false
 	if !p.mu.TryLock() {
+		if observed {
+			ticket, queued = p.queueStarted(), true
+			if p.testHookStarted != nil {
+				p.testHookStarted()
+			}
+		}
 		start, waited = p.lockCheckOut(start)
 	}
+	wake := false
 	// The fast path: ready, nobody ahead, an idle connection on top that has
 	// not perished. Everything else goes the slow way.
 	if p.state == stateReady && p.waiting == 0 {
@@ -74,13 +83,22 @@ func (p *Pool) checkOut(ctx context.Context, site *[]uintptr) (*Conn, error) {
 				} else {
 					p.timeCheckOutLocked(c, at, site)
 				}
-				p.mu.Unlock()
-				p.emit(ConnectionCheckedOut, c, start, "", nil)
+				if observed {
+					out := p.event(ConnectionCheckedOut, c, start, "", nil)
+					_, wake = p.queueStartedLocked(queued, &out)
+				}
+				p.unlockAndWake(wake)
 				return c, nil
 			}
 		}
 	}
-	return p.checkOutSlow(ctx, start, waited, ticket, site)
+	if observed {
+		var t uint64
+		if t, wake = p.queueStartedLocked(queued, nil); !queued {
+			ticket = t
+		}
+	}
+	return p.checkOutSlow(ctx, start, waited, site, ticket, wake)
 }
 
 // lockCheckOut takes the pool's lock for a check-out that did not get it at
@@ -104,28 +122,38 @@ func (p *Pool) lockCheckOut(start mono) (mono, bool) {
 // checkOutDone fails a check-out whose context was done before it began.
 func (p *Pool) checkOutDone(ctx context.Context, start mono) error {
 	p.mu.Lock()
+	_, wake := p.queueStartedLocked(false, nil)
 	p.checkOutFailedLocked(start, false, true)
 	err := p.timeoutErrorLocked(ctx.Err(), 0, BottleneckNone, nil)
-	p.mu.Unlock()
-	return p.checkOutFailed(start, err)
+	if p.checkOutFailedEventLocked(start, err) {
+		wake = true
+	}
+	p.unlockAndWake(wake)
+	return err
 }
 
 // checkOutSlow is CheckOut past the fast path; it is called with the lock
 // held and releases it. waited says whether the check-out waited for the
-// lock, start is when it began if the clock was read.
-func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, ticket uint64, site *[]uintptr) (*Conn, error) {
+// lock, start is when it began if the clock was read; ticket its place in
+// line when observed (see checkOut), 0 otherwise; wake whether the delivery
+// goroutine is to be woken.
+func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, site *[]uintptr, ticket uint64, wake bool) (*Conn, error) {
+	var err error
 	switch p.state {
 	case statePoolClosed:
-		p.checkOutFailedLocked(start, waited, false)
-		p.mu.Unlock()
-		return nil, p.checkOutFailed(start, &PoolClosedError{Address: p.address})
+		err = &PoolClosedError{Address: p.address}
 	case statePaused:
-		p.checkOutFailedLocked(start, waited, false)
-		err := &PoolClearedError{Address: p.address, Cause: p.clearCause}
-		p.mu.Unlock()
-		return nil, p.checkOutFailed(start, err)
+		err = &PoolClearedError{Address: p.address, Cause: p.clearCause}
 	}
-	var ob outbox
+	if err != nil {
+		p.checkOutFailedLocked(start, waited, false)
+		if p.checkOutFailedEventLocked(start, err) {
+			wake = true
+		}
+		p.unlockAndWake(wake)
+		return nil, err
+	}
+	ob := outbox{wakeEvents: wake}
 	if p.waiting == 0 {
 		// Perished connections closed on the way may leave the pool below
 		// minPoolSize: releaseLocked asks the maintenance to make up for them.
@@ -138,8 +166,8 @@ func (p *Pool) checkOutSlow(ctx context.Context, start mono, waited bool, ticket
 				p.counts.immediate++
 			}
 			p.checkOutLocked(c, at, site)
+			ob.direct, ob.directStart = c, start
 			p.releaseLocked(&ob)
-			p.emit(ConnectionCheckedOut, c, start, "", nil)
 			return c, nil
 		}
 	}
@@ -229,10 +257,10 @@ func (p *Pool) await(ctx context.Context, w *waiter, start mono) (*Conn, error) 
 		p.counts.checkOutFailed++
 		p.counts.timeouts++
 		err := p.timeoutErrorLocked(limit, waited, bottleneck, clearCause)
-		p.mu.Unlock()
+		p.unlockAndWake(p.checkOutFailedEventLocked(start, err))
 		stop()
 		p.counts.waited(waited)
-		return nil, p.checkOutFailed(start, err)
+		return nil, err
 	}
 }
 
@@ -273,10 +301,8 @@ func (p *Pool) received(w *waiter, start mono) (*Conn, error) {
 	c, err, waited := w.conn, w.err, time.Duration(w.handed-w.start)
 	p.putWaiter(w)
 	p.counts.waited(waited)
-	if err != nil {
-		return nil, p.checkOutFailed(start, err)
-	}
-	return c, nil
+	// The outcome's event was queued by the goroutine that gave it.
+	return c, err
 }
 
 // timeoutErrorLocked describes a check-out that gave up, with the state of the
@@ -334,18 +360,24 @@ func (p *Pool) timeoutError(limit error, waited time.Duration) *WaitQueueTimeout
 	return e
 }
 
-// checkOutFailed emits ConnectionCheckOutFailed for err and returns it; the
-// failure was counted under the lock, where it was decided.
-func (p *Pool) checkOutFailed(start mono, err error) error {
-	reason := ReasonConnectionError
+// checkOutFailedEventLocked queues the ConnectionCheckOutFailed event of a
+// check-out that failed with err, begun at start (the failure was counted
+// where it was decided); it reports whether the delivery goroutine is to be
+// woken.
+func (p *Pool) checkOutFailedEventLocked(start mono, err error) (wake bool) {
+	return p.emitLocked(ConnectionCheckOutFailed, nil, start, checkOutFailedReason(err), err)
+}
+
+// checkOutFailedReason is the reason of the ConnectionCheckOutFailed event of
+// a check-out that failed with err.
+func checkOutFailedReason(err error) string {
 	switch err.(type) {
 	case *PoolClosedError:
-		reason = ReasonPoolClosed
+		return ReasonPoolClosed
 	case *WaitQueueTimeoutError:
-		reason = ReasonTimeout
+		return ReasonTimeout
 	}
-	p.emit(ConnectionCheckOutFailed, nil, start, reason, err)
-	return err
+	return ReasonConnectionError
 }
 
 // Do checks a connection out, calls fn with it and checks it back in, whatever

@@ -67,7 +67,7 @@ func (p *Pool) Clear(o ClearOptions) error {
 	if announce {
 		ob.setPoolEvent(PoolCleared, o.ServiceID, o.InterruptInUse, true)
 	}
-	p.finishLocked(&ob, true)
+	p.finishLocked(&ob)
 	p.runMaintenanceSoon() // to close the stale idle connections now
 	return nil
 }
@@ -96,7 +96,7 @@ func (p *Pool) interruptLocked(svc *service, gen uint64, cause error, ob *outbox
 		p.closeConnLocked(c, ReasonStale, nil, ob)
 	}
 	for _, c := range p.conns {
-		if (c.state == stateInUse || c.state == stateCheckingIn) && c.svc == svc && c.gen <= gen {
+		if c.state == stateInUse && c.svc == svc && c.gen <= gen {
 			c.interrupted = &PoolClearedError{Address: p.address, Cause: cause, Interrupted: true}
 			p.releaseLinkLocked(c, ob)
 		}

@@ -19,6 +19,7 @@ func TestClearPausedPoolEmitsNoEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newLogHandler(slog.LevelDebug)
 		p, log := newPool(t, &fakeConnector{}, pool.WithLogger(slog.New(h)))
+		h.watch(p)
 		want := func(events int, gen uint64, when string) {
 			t.Helper()
 			messages := 0

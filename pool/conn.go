@@ -78,7 +78,6 @@ const (
 	statePending connState = iota
 	stateAvailable
 	stateInUse
-	stateCheckingIn // in use, its check-in under way (events being emitted)
 	stateClosed
 )
 

@@ -59,7 +59,7 @@
 //
 // Three more tools are off by default. A [*WaitQueueTimeoutError] names the
 // limit that held the check-out up (its Bottleneck); with
-// [WithFlightRecorder], it also carries the last events the pool delivered,
+// [WithFlightRecorder], it also carries the last events the pool emitted,
 // which [Pool.RecentEvents] returns at any time. [WithLeakDetector] reports a
 // connection checked out for too long, once, with the call site that checked
 // it out, through a [ConnectionLeakSuspected] event and a log record at level
@@ -67,18 +67,20 @@
 //
 // # Calling the pool back
 //
-// Event handlers, the establish-error handler and the Connector may call any
-// method of the pool, Close included: no lock of the pool is held while they
-// run, and no goroutine the pool waits for waits for them. Events keep the
-// order of the changes they report: while the events of a state change
-// (Ready, Clear, Close) are being delivered, every other event, and the
-// events of a state change a handler makes, wait behind them and are
-// delivered by the same goroutine once its handlers return. So a call a
-// handler makes does not wait for its own events, and a Close made by a
-// handler running on one of the pool's goroutines returns without waiting for
-// that goroutine, which ends once the handler returns. A handler must not
-// hold a lock of its own while it calls the pool, as the pool may call it
-// again from within the call.
+// Event handlers and the logger run on a goroutine of the pool's own, which
+// delivers the events one at a time, in the order of the changes they report
+// (the order of the pool's lock). The pool never waits for them: a slow or
+// stuck handler delays only the events after it, and the events that come
+// while the handlers are 65,536 behind are dropped and counted
+// ([Stats].EventsDropped), so that a handler costs bounded memory and no
+// check-out. A handler may call any method of the pool, Close included: its
+// own calls queue their events behind the one it is handling. [Pool.Flush]
+// waits for the handlers to have every event emitted before it; Close does
+// not wait for them, and [Pool.Shutdown] does.
+//
+// The establish-error handler and the Connector run on the goroutine of the
+// establishment, which Close waits for: they may call Clear, Ready and
+// Stats, not Close or Shutdown.
 //
 // # Fork safety
 //

@@ -18,36 +18,50 @@ type mono int64
 // clock reads the pool's clock.
 func (p *Pool) clock() mono { return mono(time.Since(p.epoch)) + 1 }
 
-// observed reports whether someone listens: an event handler, or a logger
-// enabled for Debug (asked each time, as its level may change).
+// observed reports whether someone listens: an event handler, the flight
+// recorder, or a logger enabled for Debug. It asks the logger (whose level
+// may change) and keeps its answer for observedLocked: it is called where the
+// pool's lock is not held, at the start of the calls that emit events, so
+// that no code of the user's runs under the lock. Ready and Clear do not
+// ask (they go by the last answer): a topology calls them under its own
+// lock.
 func (p *Pool) observed() bool {
-	return p.handled || p.cfg.logger != nil && p.cfg.logger.Enabled(context.Background(), slog.LevelDebug)
+	if l := p.cfg.logger; l != nil {
+		debug := l.Enabled(context.Background(), slog.LevelDebug)
+		if debug != p.logDebug.Load() {
+			p.logDebug.Store(debug)
+		}
+	}
+	return p.observedLocked()
 }
 
-// emit reports a connection or check-out event: the one place where events
-// are built and log records written, and only when someone listens. since is
-// the start of the measured duration, if the event has one (0 if not). While
-// a state change's events are being delivered, the event is queued behind
-// them (see finishLocked) instead of delivered here.
-func (p *Pool) emit(t EventType, c *Conn, since mono, reason string, err error) {
-	if !p.observed() {
-		return
-	}
-	e := p.event(t, c, since, reason, err)
-	if p.queued.Load() && p.enqueue(&e) {
-		return
-	}
-	p.publish(&e)
+// observedLocked is observed with the logger's last answer: for the code that
+// holds the lock.
+func (p *Pool) observedLocked() bool {
+	return p.handled || p.logDebug.Load()
 }
 
-// deliver is emit for the goroutine whose turn it is to deliver: it never
-// queues.
-func (p *Pool) deliver(t EventType, c *Conn, since mono, reason string, err error) {
-	if !p.observed() {
-		return
+// emitLocked reports a connection or check-out event, with the lock held: the
+// one place where events are built, and only when someone listens. since is
+// the start of the measured duration, if the event has one (0 if not). The
+// event is queued for the delivery goroutine, in the order of the changes
+// that the lock orders; emitLocked returns true when that goroutine must be
+// woken once the lock is released (see unlockAndWake).
+func (p *Pool) emitLocked(t EventType, c *Conn, since mono, reason string, err error) (wake bool) {
+	if !p.observedLocked() {
+		return false
 	}
 	e := p.event(t, c, since, reason, err)
-	p.publish(&e)
+	return p.queueLocked(&e)
+}
+
+// unlockAndWake releases the lock, then wakes the delivery goroutine if
+// queueing an event said so: the scheduler's work is not done under the lock.
+func (p *Pool) unlockAndWake(wake bool) {
+	p.mu.Unlock()
+	if wake {
+		p.events.Wake()
+	}
 }
 
 func (p *Pool) event(t EventType, c *Conn, since mono, reason string, err error) Event {
@@ -61,36 +75,121 @@ func (p *Pool) event(t EventType, c *Conn, since mono, reason string, err error)
 	return e
 }
 
-// enqueue queues e behind the deliveries under way, if there still are any.
-func (p *Pool) enqueue(e *Event) bool {
-	p.mu.Lock()
-	if !p.draining {
-		p.mu.Unlock()
+// queuedEvent is an event on its way to the delivery goroutine: the fields
+// most events have, packed (a third of an Event's size, for fewer cache
+// lines between the goroutine that queues it and the one that delivers it),
+// with the rare ones (a PoolCreated's options, a leak's call site) in an
+// Event of their own.
+type queuedEvent struct {
+	typ       EventType
+	interrupt bool
+	reason    uint8 // index in recordReasons
+	svc       ServiceID
+	conn      int64
+	dur       time.Duration
+	err       error
+	full      *Event // the whole event, when it has more than the fields above
+}
+
+// pack returns e as queued.
+func pack(e *Event) queuedEvent {
+	if e.Options != nil || e.CallSite.stack != nil {
+		full := *e
+		return queuedEvent{typ: e.Type, full: &full}
+	}
+	return queuedEvent{typ: e.Type, interrupt: e.Interrupt, reason: reasonIndex(e.Reason), svc: e.ServiceID,
+		conn: e.ConnectionID, dur: e.Duration, err: e.Err}
+}
+
+// unpack returns the event q stands for.
+func (p *Pool) unpack(q *queuedEvent) Event {
+	if q.full != nil {
+		return *q.full
+	}
+	return Event{Type: q.typ, Interrupt: q.interrupt, ServiceID: q.svc, Address: p.address, ConnectionID: q.conn,
+		Duration: q.dur, Reason: recordReasons[q.reason], Err: q.err}
+}
+
+// queueLocked hands e to the flight recorder and queues it for the handlers
+// and the logger, when they listen; it reports whether the delivery goroutine
+// must be woken.
+func (p *Pool) queueLocked(e *Event) (wake bool) {
+	if p.rec.ring != nil {
+		p.recordLocked(e)
+	}
+	if len(p.cfg.handlers) == 0 && p.cfg.logger == nil {
 		return false
 	}
-	p.backlog = append(p.backlog, outbox{events: []Event{*e}})
-	p.mu.Unlock()
-	return true
+	return p.events.Push(pack(e))
+}
+
+// queueStarted queues the CheckOutStarted event of a check-out that must wait
+// for the lock, and returns its place among the events, which is the
+// check-out's place in the wait queue (see checkOut).
+func (p *Pool) queueStarted() (ticket uint64) {
+	if len(p.cfg.handlers) == 0 && p.cfg.logger == nil {
+		// Only the flight recorder listens: the order of arrival is kept
+		// all the same.
+		return p.tickets.Add(1)
+	}
+	ticket, wake := p.events.PushTicket(queuedEvent{typ: ConnectionCheckOutStarted})
+	if wake {
+		p.events.Wake()
+	}
+	return ticket
+}
+
+// queueStartedLocked hands an observed check-out's CheckOutStarted event to
+// the flight recorder and, unless queued already (queued, by queueStarted),
+// queues it, with then, if not nil, the event of the check-out's outcome, in
+// one push. It returns the event's ticket (0 when queued already) and
+// whether the delivery goroutine must be woken.
+func (p *Pool) queueStartedLocked(queued bool, then *Event) (ticket uint64, wake bool) {
+	started := Event{Type: ConnectionCheckOutStarted, Address: p.address}
+	if p.rec.ring != nil {
+		p.recordLocked(&started)
+		if then != nil {
+			p.recordLocked(then)
+		}
+	}
+	if len(p.cfg.handlers) == 0 && p.cfg.logger == nil {
+		if !queued {
+			ticket = p.tickets.Add(1)
+		}
+		return ticket, false
+	}
+	switch {
+	case queued && then == nil:
+		return 0, false
+	case queued:
+		return 0, p.events.Push(pack(then))
+	case then == nil:
+		return p.events.PushTicket(queuedEvent{typ: ConnectionCheckOutStarted})
+	}
+	return p.events.PushAll(queuedEvent{typ: ConnectionCheckOutStarted}, pack(then))
 }
 
 // emitCreated reports the PoolCreated event, which New emits before anyone
-// else can use the pool.
+// else can use the pool. It does not ask the logger whether it is enabled
+// (the delivery goroutine does): New runs no code of the user's, so that a
+// topology may make a pool under its lock.
 func (p *Pool) emitCreated() {
-	if !p.observed() {
+	if !p.handled && p.cfg.logger == nil {
 		return
 	}
 	e := Event{Type: PoolCreated, Address: p.address, Options: p.cfg.userOptions()}
-	p.publish(&e)
+	p.mu.Lock()
+	p.unlockAndWake(p.queueLocked(&e))
 }
 
-// publish delivers e: to the flight recorder, the event handlers and the
-// logger. It runs without the pool's lock held.
-func (p *Pool) publish(e *Event) {
-	if p.rec.ring != nil {
-		p.record(e)
-	}
+// deliverEvent delivers e to the event handlers and the logger. It runs on
+// the pool's delivery goroutine, in the order the events were queued, under
+// no lock: a handler may call the pool back, Close included, and a slow one
+// delays only the events after it.
+func (p *Pool) deliverEvent(q queuedEvent) {
+	e := p.unpack(&q)
 	for _, h := range p.cfg.handlers {
-		h(*e)
+		h(e)
 	}
 	if l := p.cfg.logger; l != nil {
 		level := slog.LevelDebug // the specification's messages
@@ -98,8 +197,27 @@ func (p *Pool) publish(e *Event) {
 			level = slog.LevelWarn // the pool's own, which asks for attention
 		}
 		if l.Enabled(context.Background(), level) {
-			p.log(l, level, e)
+			p.log(l, level, &e)
 		}
+	}
+}
+
+// Flush returns once the event handlers and the logger have had every event
+// the pool emitted before the call, or with ctx's error when ctx ends first.
+// The events are delivered on a goroutine of the pool's (see
+// [WithEventHandler]): Flush is how a test, or a tool that writes the
+// events out, knows it has them all. Called from an event handler, it waits
+// until ctx ends, since the events it waits for come after the one being
+// handled.
+func (p *Pool) Flush(ctx context.Context) error { return p.events.Wait(ctx) }
+
+// eventsDropped tells the logger that events were dropped: the handlers fell
+// a whole queue behind. It runs on the delivery goroutine.
+func (p *Pool) eventsDropped(n uint64) {
+	if l := p.cfg.logger; l != nil {
+		l.LogAttrs(context.Background(), slog.LevelWarn,
+			"mongopool: pool events dropped: the event handlers are slower than the pool",
+			slog.String("component", "connection"), slog.String("serverHost", p.host), slog.Uint64("dropped", n))
 	}
 }
 

@@ -12,11 +12,9 @@ import (
 // pool.
 func (p *Pool) establish(ctx context.Context, c *Conn) {
 	defer p.wg.Done()
-	// The Connector and the handlers this goroutine calls may close the
-	// pool: Close must know not to wait for this goroutine then.
-	defer p.leaveWorker(p.enterWorker())
 	link, err := p.connect.Connect(ctx, &c.attempt)
 	ready := p.clock()
+	p.observed()
 	c.cancel() // releases the establishment's timer
 	if err == nil && link == nil {
 		err = errors.New("the connector returned neither a connection nor an error")
@@ -39,11 +37,8 @@ func (p *Pool) establish(ctx context.Context, c *Conn) {
 	// From here on the connection is this goroutine's to finish: clears and
 	// Close leave a pending connection with a link alone.
 	c.link = link
-	p.mu.Unlock()
-	p.emit(ConnectionReady, c, c.created, "", nil)
-
-	p.mu.Lock()
 	var ob outbox
+	ob.wakeEvents = p.emitLocked(ConnectionReady, c, c.created, "", nil)
 	forWaiter := p.endPendingLocked(c)
 	p.counts.establish.observe(time.Duration(ready - c.created))
 	c.state = stateAvailable
@@ -110,7 +105,7 @@ func (p *Pool) discardLinkLocked(c *Conn, link Link) {
 		c.link = link
 		p.releaseLinkLocked(c, &ob)
 	}
-	p.finishLocked(&ob, false)
+	p.finishLocked(&ob)
 }
 
 // helloDone records that c's hello succeeded and, in load-balanced mode,

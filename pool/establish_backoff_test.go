@@ -196,3 +196,27 @@ func offsets(start time.Time, at []time.Time) []time.Duration {
 	}
 	return out
 }
+
+// A check-out that waits for the end of a backoff while the population for
+// minPoolSize keeps failing gets an establishment of its own when the backoff
+// ends, and its failure: the population's establishments, which do not fail a
+// check-out, do not stand in for its own, again and again, while it waits
+// forever.
+func TestCheckOutBehindFailingPopulationFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeConnector{FailBeforeHello: errRefused}
+		p, _ := newPool(t, f, pool.WithMinPoolSize(1), pool.WithMaxPoolSize(1), pool.WithMaintenanceInterval(time.Millisecond))
+		mustReady(t, p)
+		synctest.Wait() // the population's first attempt failed: the pool backs off
+		if s := p.Stats(); s.EstablishFailed == 0 {
+			t.Fatalf("stats %+v, want the population's attempt failed", s)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		_, err := p.CheckOut(ctx)
+		var ce *pool.ConnectionError
+		if !errors.As(err, &ce) || !errors.Is(err, errRefused) {
+			t.Fatalf("check-out: %v, want the refusal of the establishment made for it", err)
+		}
+	})
+}

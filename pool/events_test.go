@@ -29,6 +29,7 @@ func TestEventDurationsAreMeasured(t *testing.T) {
 		h := newLogHandler(slog.LevelDebug)
 		p, log := newPool(t, f, pool.WithMaxPoolSize(1), pool.WithWaitQueueTimeout(queue),
 			pool.WithMaintenanceInterval(-1), pool.WithLogger(slog.New(h)))
+		h.watch(p)
 		mustReady(t, p)
 		time.Sleep(time.Second)
 

@@ -31,10 +31,13 @@ func ExamplePool_Warm() {
 // Reconfigure changes the limits of a pool in service; its PoolReconfigured
 // event tells every limit as it is now.
 func ExamplePool_Reconfigure() {
+	// The events come on a goroutine of the pool's: this handler passes
+	// them on.
+	reconfigured := make(chan pool.Event, 1)
 	p, _ := pool.New("localhost:27017", exampleConnector, pool.WithMaxPoolSize(10),
 		pool.WithEventHandler(func(e pool.Event) {
 			if e.Type == pool.PoolReconfigured {
-				fmt.Println(e.Type, "maxPoolSize", e.Options["maxPoolSize"], "minPoolSize", e.Options["minPoolSize"])
+				reconfigured <- e
 			}
 		}))
 	defer p.Close()
@@ -43,6 +46,8 @@ func ExamplePool_Reconfigure() {
 	if err := p.Reconfigure(pool.WithMaxPoolSize(50), pool.WithMinPoolSize(5)); err != nil {
 		fmt.Println(err)
 	}
+	e := <-reconfigured
+	fmt.Println(e.Type, "maxPoolSize", e.Options["maxPoolSize"], "minPoolSize", e.Options["minPoolSize"])
 	err := p.Reconfigure(pool.WithTimeout(time.Second)) // not a limit
 	fmt.Println(err)
 	s := p.Stats()

@@ -95,7 +95,7 @@ func ExampleWithEventHandler() {
 		mu     sync.Mutex
 		events []pool.Event
 	)
-	// The pool calls handlers on its own goroutines too: guard what they share.
+	// The pool calls handlers on a goroutine of its own: guard what they share.
 	record := func(e pool.Event) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -107,7 +107,7 @@ func ExampleWithEventHandler() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p.Do(ctx, func(*pool.Conn) error { return nil })
-	p.Close()
+	p.Shutdown(ctx) // Close would not wait for the handler to have every event
 
 	mu.Lock()
 	defer mu.Unlock()

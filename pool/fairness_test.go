@@ -2,6 +2,7 @@ package pool_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -11,11 +12,12 @@ import (
 	"github.com/mongopool/mongopool/pool"
 )
 
-// Check-outs are served in the order of their CheckOutStarted events, even
-// when a later one gets to the pool's lock first: here the first one is held
-// up in its event handler, between its event and the queue, while the second
-// one queues. The test runs in a synctest bubble, so that synctest.Wait tells
-// when every check-out has got as far as it can.
+// Check-outs are served in the order of their CheckOutStarted events, and a
+// handler stuck on an event holds no check-out up: here the handler blocks on
+// the first check-out's CheckOutStarted, yet both check-outs queue, in order,
+// and are served in that order; the events, once the handler returns, show
+// them in that order too. The test runs in a synctest bubble, so that
+// synctest.Wait tells when every check-out has got as far as it can.
 func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var (
@@ -23,11 +25,13 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 			inside  = make(chan struct{})
 			release = make(chan struct{})
 		)
+		log := newEvLog()
 		handler := func(e pool.Event) {
 			if e.Type == pool.ConnectionCheckOutStarted && hold.CompareAndSwap(true, false) {
 				close(inside)
 				<-release
 			}
+			log.handle(e)
 		}
 		p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithMaxPoolSize(1), pool.WithEventHandler(handler))
 		if err != nil {
@@ -36,6 +40,7 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 		defer closePool(t, p)
 		mustReady(t, p)
 		held := mustCheckOut(t, p)
+		synctest.Wait()
 
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -54,16 +59,26 @@ func TestQueueServesInCheckOutStartedOrder(t *testing.T) {
 		}
 		hold.Store(true)
 		go checkOut("first")
-		recv(t, inside, "the first check-out's event") // it is out; the check-out has not queued
-		go checkOut("second")
+		recv(t, inside, "the first check-out's event") // the handler is stuck on it
 		synctest.Wait()
-		wantQueued(t, p, 1)
-		close(release)
+		wantQueued(t, p, 1) // queued all the same
+		go checkOut("second")
 		synctest.Wait()
 		wantQueued(t, p, 2)
 		mustCheckIn(t, p, held)
 		if a, b := recv(t, served, "a check-out served"), recv(t, served, "a check-out served"); a != "first" || b != "second" {
 			t.Errorf("served %s, then %s; want first, then second", a, b)
+		}
+		close(release)
+		synctest.Wait()
+		// The held connection's check-in, then the first check-out served,
+		// its check-in, and the second's.
+		got := fmt.Sprint(log.types(pool.PoolCreated, pool.PoolReady, pool.ConnectionCreated, pool.ConnectionReady))
+		want := fmt.Sprint([]string{"ConnectionCheckOutStarted", "ConnectionCheckedOut", // held
+			"ConnectionCheckOutStarted", "ConnectionCheckOutStarted", "ConnectionCheckedIn",
+			"ConnectionCheckedOut", "ConnectionCheckedIn", "ConnectionCheckedOut", "ConnectionCheckedIn"})
+		if got != want {
+			t.Errorf("events %s\nwant   %s", got, want)
 		}
 	})
 }

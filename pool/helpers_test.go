@@ -80,7 +80,7 @@ func do(t testing.TB, ctx context.Context, p *pool.Pool, fn func(*pool.Conn) err
 }
 
 // closePool is p.Close(), failing the test if it has not returned after
-// hangLimit.
+// hangLimit; it then waits for the events of the closing to be delivered.
 func closePool(t testing.TB, p *pool.Pool) {
 	t.Helper()
 	ch := make(chan error, 1)
@@ -88,10 +88,25 @@ func closePool(t testing.TB, p *pool.Pool) {
 	if err := recv(t, ch, "Close"); err != nil {
 		t.Fatal(err)
 	}
+	if err := flush(p); err != nil {
+		t.Fatalf("the events of the closing were not delivered: %v", err)
+	}
+}
+
+// flush waits, at most hangLimit, for p's handlers to have every event p
+// emitted so far: the events of what a test did are delivered on the pool's
+// goroutine, a moment later.
+func flush(p *pool.Pool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	return p.Flush(ctx)
 }
 
 // evLog records a pool's events and lets a test wait for them.
 type evLog struct {
+	// pool, once set, is waited for by all: the events of what a test did
+	// are delivered on the pool's goroutine, a moment later.
+	pool   *pool.Pool
 	mu     sync.Mutex
 	events []pool.Event
 	signal chan struct{} // closed and replaced on every event
@@ -108,6 +123,11 @@ func (l *evLog) handle(e pool.Event) {
 }
 
 func (l *evLog) all() []pool.Event {
+	if l.pool != nil {
+		if err := flush(l.pool); err != nil {
+			panic("the pool's events were not delivered within 10s: " + err.Error())
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]pool.Event(nil), l.events...)
@@ -174,6 +194,7 @@ func newPool(t testing.TB, f *fakeConnector, opts ...pool.Option) (*pool.Pool, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.pool = p
 	t.Cleanup(func() { closePool(t, p) })
 	return p, log
 }

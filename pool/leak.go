@@ -136,8 +136,6 @@ func (p *Pool) reportLeak(r *leakReport) {
 		return
 	}
 	e := Event{Type: ConnectionLeakSuspected, Address: p.address, ConnectionID: r.id, Duration: r.held, CallSite: r.site}
-	if p.queued.Load() && p.enqueue(&e) {
-		return
-	}
-	p.publish(&e)
+	p.mu.Lock()
+	p.unlockAndWake(p.queueLocked(&e))
 }

@@ -40,6 +40,7 @@ func TestLeakDetectorReportsOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newLogHandler(slog.LevelWarn)
 		p, log := newPool(t, &fakeConnector{}, pool.WithLeakDetector(time.Second, 8), pool.WithLogger(slog.New(h)))
+		h.watch(p)
 		mustReady(t, p)
 		c := mustCheckOut(t, p) // through checkOutAsync
 		time.Sleep(time.Second - time.Nanosecond)
@@ -148,7 +149,7 @@ func TestLeakDetectorQuiet(t *testing.T) {
 func TestLeakDetectorWithoutCallSiteOrHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newLogHandler(slog.LevelWarn)
-		p := readyPool(t, pool.WithLeakDetector(time.Minute, 0), pool.WithLogger(slog.New(h)))
+		p := h.watch(readyPool(t, pool.WithLeakDetector(time.Minute, 0), pool.WithLogger(slog.New(h))))
 		c := mustCheckOut(t, p)
 		time.Sleep(time.Minute)
 		synctest.Wait()

@@ -37,6 +37,7 @@ func (r logRecord) String() string {
 // logSink is where every handler derived from one logHandler records.
 type logSink struct {
 	mu      sync.Mutex
+	pools   []*pool.Pool // whose events records waits for: see watch
 	records []logRecord
 	handles atomic.Int64 // calls to Handle
 	enabled atomic.Int64 // calls to Enabled
@@ -100,8 +101,25 @@ func (h *logHandler) WithGroup(name string) slog.Handler {
 
 func (h *logHandler) records() []logRecord {
 	h.sink.mu.Lock()
+	pools := slices.Clone(h.sink.pools)
+	h.sink.mu.Unlock()
+	for _, p := range pools {
+		if err := flush(p); err != nil {
+			panic("the pool's log records were not written within 10s: " + err.Error())
+		}
+	}
+	h.sink.mu.Lock()
 	defer h.sink.mu.Unlock()
 	return slices.Clone(h.sink.records)
+}
+
+// watch makes records wait for p's records: they are written on the
+// goroutine that delivers its events, a moment after what the test did.
+func (h *logHandler) watch(p *pool.Pool) *pool.Pool {
+	h.sink.mu.Lock()
+	h.sink.pools = append(h.sink.pools, p)
+	h.sink.mu.Unlock()
+	return p
 }
 
 func (h *logHandler) messages() []string {
@@ -559,6 +577,7 @@ func TestLogMessagesMatchSpecification(t *testing.T) {
 				var err error
 				p, err = pool.New(address, f, opts...)
 				must(t, err)
+				h.watch(p)
 				defer p.Close()
 				sc.run(t, p, f)
 				closePool(t, p)
@@ -629,6 +648,7 @@ func logCreated(t *testing.T, address string, opts ...pool.Option) (logRecord, [
 	h := newLogHandler(slog.LevelDebug)
 	p, err := pool.New(address, &fakeConnector{}, append([]pool.Option{pool.WithLogger(slog.New(h))}, opts...)...)
 	must(t, err)
+	h.watch(p)
 	closePool(t, p)
 	rs := h.records()
 	if len(rs) == 0 || rs[0].Message != logMsgPoolCreated {
@@ -694,6 +714,7 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 			f := &fakeConnector{ServiceID: func(int64) pool.ServiceID { return logServiceID }}
 			p, err := pool.New("localhost:27017", f, pool.WithLogger(slog.New(h)), pool.WithLoadBalanced(true))
 			must(t, err)
+			h.watch(p)
 			defer p.Close()
 			mustReady(t, p)
 			c := mustCheckOut(t, p)
@@ -730,6 +751,7 @@ func TestLogPoolClearedServiceID(t *testing.T) {
 			h := newLogHandler(slog.LevelDebug)
 			p, err := pool.New("localhost:27017", &fakeConnector{}, pool.WithLogger(slog.New(h)))
 			must(t, err)
+			h.watch(p)
 			defer p.Close()
 			mustReady(t, p)
 			must(t, p.Clear(pool.ClearOptions{Cause: errLogTest, InterruptInUse: true}))
@@ -774,6 +796,7 @@ func TestLogServerHostAndPort(t *testing.T) {
 				h := newLogHandler(slog.LevelDebug)
 				p, err := pool.New(tc.address, &fakeConnector{}, pool.WithLogger(slog.New(h)))
 				must(t, err)
+				h.watch(p)
 				defer p.Close()
 				mustReady(t, p)
 				c := mustCheckOut(t, p)
@@ -803,6 +826,7 @@ func TestLogDisabledForDebug(t *testing.T) {
 		p, err := pool.New("localhost:27017", f, pool.WithLogger(slog.New(h)),
 			pool.WithMaxPoolSize(1), pool.WithWaitQueueTimeout(time.Millisecond), pool.WithMaxIdleTime(time.Millisecond))
 		must(t, err)
+		h.watch(p)
 		defer p.Close()
 		checkOut(t, context.Background(), p) // paused: fails
 		mustReady(t, p)

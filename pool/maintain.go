@@ -10,7 +10,6 @@ import "time"
 // stops it.
 func (p *Pool) maintain() {
 	defer p.wg.Done()
-	defer p.leaveWorker(p.enterWorker()) // it runs event handlers
 
 	var (
 		interval = p.cfg.maintenanceInterval
@@ -61,6 +60,7 @@ func (p *Pool) maintain() {
 // too long, past their lifetime) and those above maxPoolSize, and starts establishments toward minPoolSize, as many as
 // maxConnecting and maxPoolSize allow now, without waiting for any.
 func (p *Pool) maintenanceRun() {
+	p.observed()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
@@ -80,7 +80,7 @@ func (p *Pool) maintenanceRun() {
 	p.shrinkLocked(&ob) // connections established after Reconfigure lowered maxPoolSize
 	p.dispatchLocked(&ob)
 	p.populateLocked(&ob)
-	p.finishLocked(&ob, false)
+	p.finishLocked(&ob)
 }
 
 // populateLocked starts establishments toward minPoolSize, as many as

@@ -123,15 +123,17 @@ func WithLoadBalanced(on bool) Option {
 	return func(c *config) { c.loadBalanced = on; c.fixed = "loadBalanced" }
 }
 
-// WithEventHandler subscribes fn to the pool's events. Handlers are called in
-// the order they were given, synchronously, on the goroutine where the event
-// happens and never with the pool's lock held: they may call the pool, Close
-// included (see "Calling the pool back" in the package documentation), but a
-// slow handler slows the pool down. The ConnectionCheckedOut event of a
-// check-out that waited happens where the connection is handed over (a
-// check-in, an establishment), before the check-out returns. While the events
-// of a state change are being delivered by one goroutine, the events of the
-// others are delivered after them, by that goroutine.
+// WithEventHandler subscribes fn to the pool's events. Handlers run on a
+// goroutine of the pool's own, one event at a time, in the order the events
+// happened (the order of the changes under the pool's lock), each event to
+// every handler in the order they were given, never with a lock of the pool's
+// held. The pool never waits for them: a slow handler delays only the events
+// after it, and a handler may call the pool, Close included. Events that come
+// while the handlers are 65,536 events behind are dropped and counted in
+// [Stats].EventsDropped (and logged at Warn by the logger, if any). Close
+// does not wait for the handlers: the events of the closing, PoolClosed last,
+// are delivered after it returns, and the delivery goroutine ends after the
+// last one; [Pool.Shutdown] waits for them.
 func WithEventHandler(fn func(Event)) Option {
 	return func(c *config) {
 		if fn != nil {
@@ -143,7 +145,10 @@ func WithEventHandler(fn func(Event)) Option {
 
 // WithLogger makes the pool write the specification's connection log messages
 // to l at Debug level, with the attribute component="connection". Nothing is
-// formatted unless l is enabled for Debug.
+// formatted unless l is enabled for Debug. The records are written on the
+// goroutine that delivers the events (see [WithEventHandler]); the pool asks l
+// whether it is enabled at the start of each of its calls, never under its
+// lock.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l; c.fixed = "logger" }
 }
@@ -153,7 +158,8 @@ func WithLogger(l *slog.Logger) Option {
 // check-out waiting on it fails. It is the hook through which a topology layer
 // applies the SDAM rules for errors during connection establishment (typically
 // by clearing the pool). fn runs on the establishing goroutine and may call the
-// pool. Several handlers compose: each is called, in the order they were given,
+// pool, but not Close or Shutdown, which wait for that goroutine to end.
+// Several handlers compose: each is called, in the order they were given,
 // so that a user's handler does not displace a topology layer's.
 func WithEstablishErrorHandler(fn func(error)) Option {
 	return func(c *config) {
@@ -188,8 +194,9 @@ const MaxFlightRecorder = 1 << 16
 // WithFlightRecorder keeps the last n events of the pool, the specification's
 // and the leak detector's, in a ring of small records with no pointers into
 // the pool (see [RecordedEvent]): [Pool.RecentEvents] returns them, and a
-// [*WaitQueueTimeoutError] carries those delivered before the check-out gave
-// up. Recording takes the pool's lock once per event and allocates nothing;
+// [*WaitQueueTimeoutError] carries those emitted before the check-out gave
+// up. Events are recorded as they are emitted, under the pool's lock, and
+// recording allocates nothing;
 // like an event handler, it makes the pool build its events (see
 // [WithEventHandler]). 0, the default, turns it off; n must not be above
 // [MaxFlightRecorder].

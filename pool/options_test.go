@@ -209,6 +209,7 @@ func TestOptionsInPoolCreatedEvent(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.Close()
+				synctest.Wait() // the events are delivered on the pool's goroutine
 				if len(created) != 1 {
 					t.Fatalf("%d PoolCreated events, want 1", len(created))
 				}

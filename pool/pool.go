@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/mongopool/mongopool/internal/goid"
+	"github.com/mongopool/mongopool/internal/deliver"
 )
 
 // poolState is the specification's pool state.
@@ -42,19 +42,22 @@ type Pool struct {
 	connect Connector
 	cfg     config
 	handled bool // there are event handlers, or the flight recorder
-	timeAll bool // every check-out reads the clock: see config.timesEveryCheckOut
+	// logDebug is the logger's last answer to whether it is enabled for
+	// Debug: see observed.
+	logDebug atomic.Bool
+	timeAll  bool // every check-out reads the clock: see config.timesEveryCheckOut
 
 	ctx       context.Context // parent of every establishment; ends with Close
 	cancelAll context.CancelFunc
 	poke      chan struct{} // asks the maintenance goroutine for a run now
 	stop      chan struct{} // closed by Close
-	closed    chan struct{} // closed once Close's events are delivered
 	wg        sync.WaitGroup
 	waiters   sync.Pool     // of *waiter, recycled once delivered
-	tickets   atomic.Uint64 // order of the observed check-outs' CheckOutStarted events
 	epoch     time.Time     // when the pool was created: see clock
-	queued    atomic.Bool   // draining, for emit to read without the lock
-	drainer   atomic.Uint64 // goroutine running the drain, when observed; 0 if none
+	tickets   atomic.Uint64 // places in line when only the flight recorder listens: see queueStarted
+	// testHookStarted, set by tests only, runs after an observed
+	// check-out's CheckOutStarted event, before it takes the lock.
+	testHookStarted func()
 
 	mu         sync.Mutex // protects following fields
 	state      poolState
@@ -70,14 +73,15 @@ type Pool struct {
 	forWaiters int // establishments under way on behalf of check-outs
 	pending    int
 	inUse      int
-	draining   bool           // a state change's outboxes are being delivered: see finishLocked
-	backlog    []outbox       // what waits for its turn behind them
-	workers    map[uint64]int // goroutines of the pool's that may run the user's code, by goroutine id
-	backoff    backoff        // of establishments after failures
-	retry      *time.Timer    // ends the backoff, when something waits for it
-	sampler    useSampler     // picks the check-outs whose use is timed
-	rec        recorder       // the flight recorder; its ring is set once, by New
-	changed    chan struct{}  // closed at the next change Warm or Shutdown waits for: see changeLocked
+	// events are the events waiting for the delivery goroutine: the
+	// handlers and the logger run there, never on a goroutine the pool's
+	// work or a caller waits for.
+	events  deliver.Queue[queuedEvent]
+	backoff backoff       // of establishments after failures
+	retry   *time.Timer   // ends the backoff, when something waits for it
+	sampler useSampler    // picks the check-outs whose use is timed
+	rec     recorder      // the flight recorder; its ring is set once, by New
+	changed chan struct{} // closed at the next change Warm or Shutdown waits for: see changeLocked
 
 	counts counters // running totals, read by Stats
 }
@@ -110,10 +114,12 @@ func New(address string, connector Connector, opts ...Option) (*Pool, error) {
 		timeAll: cfg.timesEveryCheckOut(),
 		poke:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
-		closed:  make(chan struct{}),
 		epoch:   time.Now(),
-		workers: make(map[uint64]int),
 	}
+	p.events.Init(0, p.deliverEvent, p.eventsDropped)
+	// Until a call asks the logger (see observed), the pool takes it to be
+	// enabled: the delivery goroutine asks before it writes.
+	p.logDebug.Store(cfg.logger != nil)
 	if p.timeAll {
 		p.sampler = newUseSampler(1)
 	} else {
@@ -154,110 +160,67 @@ func (p *Pool) Ready() error {
 	p.state = stateReady
 	// With the maintenance disabled nothing establishes for minPoolSize,
 	// not even the end of an establishment (see establish). The
-	// establishments the maintenance starts come after PoolReady: they are
-	// queued behind it (see finishLocked).
+	// establishments the maintenance starts come after PoolReady, which is
+	// queued before the lock is released.
 	p.populate = p.cfg.maintenanceInterval > 0
 	// The server was found fit again: the establishments start afresh.
 	p.endBackoffLocked()
 	var ob outbox
 	ob.setPoolEvent(PoolReady, ServiceID{}, false, true)
-	p.finishLocked(&ob, true)
+	p.finishLocked(&ob)
 	p.runMaintenanceSoon()
 	return nil
 }
 
 // Close closes the pool: idle and pending connections are closed at once,
 // checked-out ones when they are checked in, waiting and later check-outs fail
-// with a [*PoolClosedError]. Close returns when every goroutine of the pool has
-// ended and every event of the pool has been delivered, the PoolClosed event
-// last (but for the ConnectionClosed events of connections still checked out
-// or being handed over by their establishment). A Close while another one is
-// under way returns when the first one would.
+// with a [*PoolClosedError]. Close returns when every goroutine of the pool
+// that does its work has ended (establishments are canceled). It does not
+// wait for the event handlers: the events of the closing are delivered after
+// it, in order, the PoolClosed event last (but for the ConnectionClosed events
+// of connections still checked out or being handed over by their
+// establishment), and the delivery goroutine ends after the last event. So
+// an event handler may call Close. A Close while another one is under way
+// returns when the first one would.
 //
-// Called from an event handler or another function the pool calls (a
-// Connector, an establish-error handler), Close cannot wait for the goroutine
-// it runs on: it closes the pool and returns, and the pool's goroutines end on
-// their own once the handler returns; the PoolClosed event is delivered after
-// the handler returns if events were being delivered by that goroutine.
+// A Connector or an establish-error handler must not call Close: Close waits
+// for the goroutine they run on.
 func (p *Pool) Close() error {
-	// Whether the caller is code the pool runs is read before anything
-	// changes: the answer decides what Close may wait for.
-	inside := p.calledByPool()
 	p.markClosed()
-	if inside {
-		return nil
-	}
-	p.wait()
-	return nil
-}
-
-// wait waits for the pool's goroutines to end and Close's events to be
-// delivered.
-func (p *Pool) wait() {
 	p.wg.Wait()
-	<-p.closed
+	return nil
 }
 
 // markClosed makes the pool closed, if it is not yet: the state change of
 // Close.
 func (p *Pool) markClosed() {
+	p.observed()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
-	} else {
-		p.state = statePoolClosed
-		p.populate = false
-		var ob outbox
-		for _, c := range p.idle {
-			p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
-		}
-		p.idle = nil
-		for _, c := range p.establishingLocked(nil, 0) {
-			p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
-		}
-		closed := &PoolClosedError{Address: p.address}
-		p.evictLocked(0, closed, &ob)
-		p.stopRetryLocked()
-		ob.setPoolEvent(PoolClosed, ServiceID{}, false, false)
-		ob.delivered = p.closed
-		close(p.stop)
-		p.cancelAll()
-		p.changedLocked()
-		p.finishLocked(&ob, true)
+		return
 	}
-}
-
-// calledByPool reports whether the caller runs on a goroutine that a Close
-// must not wait for: one of the pool's own (running a Connector, an event
-// handler or an establish-error handler), or one delivering a state change's
-// events.
-func (p *Pool) calledByPool() bool {
-	id := goid.Current()
-	if p.drainer.Load() == id {
-		return true
+	p.state = statePoolClosed
+	p.populate = false
+	var ob outbox
+	for _, c := range p.idle {
+		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
 	}
-	p.mu.Lock()
-	_, ok := p.workers[id]
-	p.mu.Unlock()
-	return ok
-}
-
-// enterWorker registers the calling goroutine, one of the pool's, as one
-// that runs the user's code, and returns its id for leaveWorker.
-func (p *Pool) enterWorker() uint64 {
-	id := goid.Current()
-	p.mu.Lock()
-	p.workers[id]++
-	p.mu.Unlock()
-	return id
-}
-
-func (p *Pool) leaveWorker(id uint64) {
-	p.mu.Lock()
-	if p.workers[id]--; p.workers[id] == 0 {
-		delete(p.workers, id)
+	p.idle = nil
+	for _, c := range p.establishingLocked(nil, 0) {
+		p.closeConnLocked(c, ReasonPoolClosed, nil, &ob)
 	}
-	p.mu.Unlock()
+	closed := &PoolClosedError{Address: p.address}
+	p.evictLocked(0, closed, &ob)
+	p.stopRetryLocked()
+	ob.setPoolEvent(PoolClosed, ServiceID{}, false, false)
+	close(p.stop)
+	p.cancelAll()
+	p.changedLocked()
+	// The delivery goroutine ends once it has delivered the events of the
+	// closing (and any a later call brings).
+	ob.wakeEvents = p.events.Close()
+	p.finishLocked(&ob)
 }
 
 // spinTries is how many times lock tries the pool's lock again before it
@@ -350,7 +313,7 @@ func (p *Pool) closeConnLocked(c *Conn, reason string, err error, ob *outbox) {
 		if c.cancel != nil {
 			c.cancel()
 		}
-	case stateInUse, stateCheckingIn:
+	case stateInUse:
 		p.inUse--
 		p.changedLocked()
 	}
@@ -533,7 +496,7 @@ func (p *Pool) checkOutFailedLocked(start mono, timed, timeout bool) {
 func (p *Pool) releaseLocked(ob *outbox) {
 	p.dispatchLocked(ob)
 	poke := p.belowMinLocked() && p.canEstablishLocked()
-	p.finishLocked(ob, false)
+	p.finishLocked(ob)
 	if poke {
 		p.runMaintenanceSoon()
 	}

@@ -30,6 +30,7 @@ import (
 // A [PoolReconfigured] event and log message report every limit as it is
 // now; [Pool.Stats] shows them too.
 func (p *Pool) Reconfigure(opts ...Option) error {
+	p.observed()
 	p.mu.Lock()
 	if p.state == statePoolClosed {
 		p.mu.Unlock()
@@ -64,8 +65,10 @@ func (p *Pool) Reconfigure(opts ...Option) error {
 	p.cfg.maxIdleTime, p.cfg.waitQueueTimeout, p.cfg.set = cfg.maxIdleTime, cfg.waitQueueTimeout, cfg.set
 
 	var ob outbox
-	if p.observed() {
-		ob.events = append(ob.events, Event{Type: PoolReconfigured, Address: p.address, Options: p.cfg.currentOptions()})
+	if p.observedLocked() {
+		// Before the closes it makes: queued now.
+		e := Event{Type: PoolReconfigured, Address: p.address, Options: p.cfg.currentOptions()}
+		ob.wakeEvents = p.queueLocked(&e)
 	}
 	p.shrinkLocked(&ob)
 	p.releaseLocked(&ob) // serves the waiters, and has the maintenance populate

@@ -259,6 +259,7 @@ func TestReconfigureLogMessage(t *testing.T) {
 	h := newLogHandler(slog.LevelDebug)
 	p, err := pool.New("127.0.0.1:27017", &fakeConnector{}, pool.WithLogger(slog.New(h)))
 	must(t, err)
+	h.watch(p)
 	defer closePool(t, p)
 	must(t, p.Reconfigure(pool.WithMaxPoolSize(7), pool.WithWaitQueueTimeout(1500*time.Microsecond)))
 	var found bool
@@ -317,7 +318,9 @@ func TestReconfigureUnderLoad(t *testing.T) {
 	for range 8 {
 		must(t, recv(t, errs, "a worker's end"))
 	}
-	must(t, p.Reconfigure(pool.WithMaxPoolSize(8)))
+	// The highest limits of the loop: establishments it started under a
+	// higher maxConnecting than the last one may still be under way.
+	must(t, p.Reconfigure(pool.WithMaxPoolSize(8), pool.WithMaxConnecting(3)))
 	s := p.Stats()
 	checkCounts(t, s)
 }

@@ -6,7 +6,7 @@ import "time"
 // [WithFlightRecorder]): the fields of [Event] that fit in a small record,
 // without its error, options or call site.
 type RecordedEvent struct {
-	Time         time.Time // when the event was delivered
+	Time         time.Time // when the event was emitted
 	Type         EventType
 	ConnectionID int64
 	Duration     time.Duration
@@ -47,12 +47,10 @@ type recorder struct {
 	full bool     // the ring has wrapped: next is also the oldest record
 }
 
-// record keeps e, delivered now, in the ring, dropping the oldest record
-// once the ring is full.
-func (p *Pool) record(e *Event) {
-	p.mu.Lock()
-	// The clock is read under the lock, so that the records' times follow
-	// their order.
+// recordLocked keeps e, emitted now, in the ring, dropping the oldest record
+// once the ring is full. The clock is read under the lock, so that the
+// records' times follow their order.
+func (p *Pool) recordLocked(e *Event) {
 	r := &p.rec.ring[p.rec.next]
 	*r = record{
 		at:        int64(time.Since(p.epoch)),
@@ -66,7 +64,6 @@ func (p *Pool) record(e *Event) {
 	if p.rec.next++; p.rec.next == len(p.rec.ring) {
 		p.rec.next, p.rec.full = 0, true
 	}
-	p.mu.Unlock()
 }
 
 // RecentEvents returns the events the flight recorder keeps, oldest first,

@@ -35,10 +35,13 @@ var callbackActions = []callbackAction{
 // waiting check-outs served by a check-in and by an establishment, a failed
 // establishment, idle connections closed by the maintenance and by Close, and
 // a clear that interrupts a connection in use. Steps may fail once a handler
-// closed the pool; none may hang: every check-out has a deadline, and the
-// scenario returns an error if one of them was reached.
+// closed the pool; none may hang: it runs in a synctest bubble, where a
+// check-out that nothing will serve blocks the bubble, which fails the test
+// at once, and every check-out has a deadline on the bubble's clock (the
+// backoffs after the failed establishments pass without real time), whose
+// end the scenario reports as an error.
 func callbackScenario(t *testing.T, p *pool.Pool, f *fakeConnector) error {
-	const limit = hangLimit / 2
+	const limit = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	p.Ready()
@@ -47,7 +50,7 @@ func callbackScenario(t *testing.T, p *pool.Pool, f *fakeConnector) error {
 	c1, err := p.CheckOut(ctx)
 	if err == nil {
 		waiter := checkOutAsync(ctx, p)
-		awaitWaiting(t, p)
+		synctest.Wait() // it waits in the queue, or failed: the pool is closed
 		p.CheckIn(c1)
 		if r := <-waiter; r.err == nil {
 			p.CheckIn(r.c)
@@ -96,145 +99,133 @@ func awaitWaiting(t *testing.T, p *pool.Pool) {
 	}
 }
 
-// Every event handler (and the establish-error handler) may call Ready,
-// Clear, Close and Stats on the pool, as WithEventHandler promises: for each
-// event type and each call, a handler makes the call the first time it sees
-// the event, and the scenario must run to its end without a deadlock. When
-// the call was Close, the pool ends closed and Close returned.
+// Every event handler may call Ready, Clear, Close and Stats on the pool, as
+// WithEventHandler promises, and the establish-error handler all of them but
+// Close (which waits for the establishment it runs on, as
+// WithEstablishErrorHandler says): for each event type and each call, a
+// handler makes the call the first time it sees the event, and the scenario
+// must run to its end without a deadlock. When the call was Close, the pool
+// ends closed and Close returned.
 func TestHandlersMayCallThePool(t *testing.T) {
 	types := []string{"establishError"}
 	for ty := pool.PoolCreated; ty <= pool.ConnectionCheckedIn; ty++ {
 		types = append(types, ty.String())
 	}
-	// A case that hangs leaves goroutines stuck, and every later case would
-	// wait out its limit too: the cases after it are not run.
-	var stuck atomic.Bool
-	bounded := func(t *testing.T, d time.Duration, fn func()) {
-		t.Helper()
-		stuck.Store(true) // still true if within ends the case
-		within(t, d, fn)
-		stuck.Store(false)
-	}
 	for _, on := range types {
 		for _, act := range callbackActions {
-			if stuck.Load() {
-				t.Fatal("a case hung: the cases after it were not run")
+			if on == "establishError" && act.name == "Close" {
+				continue
 			}
 			t.Run(on+"->"+act.name, func(t *testing.T) {
-				var (
-					p     *pool.Pool
-					ready = make(chan struct{})
-					fired atomic.Bool
-					calls atomic.Int32
-				)
-				trigger := func(what string) {
-					if what != on || !fired.CompareAndSwap(false, true) {
-						return
-					}
-					<-ready // PoolCreated comes before New returns
-					act.do(p)
-					calls.Add(1)
-				}
-				f := &fakeConnector{}
-				var err error
-				p, err = pool.New("127.0.0.1:27017", f,
-					pool.WithMaxPoolSize(1),
-					pool.WithMinPoolSize(1),
-					pool.WithMaxIdleTime(time.Hour),
-					pool.WithMaintenanceInterval(time.Millisecond),
-					pool.WithEventHandler(func(e pool.Event) {
-						if e.Type != pool.PoolCreated {
-							trigger(e.Type.String())
-						}
-					}),
-					pool.WithEstablishErrorHandler(func(error) { trigger("establishError") }))
-				if err != nil {
-					t.Fatal(err)
-				}
-				close(ready)
-				var scenarioErr error
-				bounded(t, hangLimit, func() {
-					if on == pool.PoolCreated.String() {
-						// Delivered before New returned: make the call
-						// here, as a handler of it would have.
-						fired.Store(true)
-						act.do(p)
-						calls.Add(1)
-					}
-					scenarioErr = callbackScenario(t, p, f)
-				})
-				if scenarioErr != nil {
-					stuck.Store(true)
-					t.Fatal(scenarioErr)
-				}
-				if !fired.Load() {
-					t.Fatalf("the scenario emitted no %s", on)
-				}
-				bounded(t, hangLimit, func() {
-					// The call may still be running in a handler on a
-					// goroutine of the pool's; Close waits for those.
-					p.Close()
-				})
-				if calls.Load() != 1 {
-					t.Fatalf("the handler's call did not return")
-				}
-				if s := p.Stats(); s.State != "closed" {
-					t.Fatalf("state %q after Close", s.State)
-				}
+				synctest.Test(t, func(t *testing.T) { handlerCallsThePool(t, on, act) })
 			})
 		}
+	}
+}
+
+// handlerCallsThePool runs the scenario with a handler of the events named
+// on that makes act's call, in a synctest bubble.
+func handlerCallsThePool(t *testing.T, on string, act callbackAction) {
+	var (
+		p     *pool.Pool
+		ready = make(chan struct{})
+		fired atomic.Bool
+		calls atomic.Int32
+	)
+	trigger := func(what string) {
+		if what != on || !fired.CompareAndSwap(false, true) {
+			return
+		}
+		<-ready // PoolCreated may be delivered before New returns
+		act.do(p)
+		calls.Add(1)
+	}
+	f := &fakeConnector{}
+	var err error
+	p, err = pool.New("127.0.0.1:27017", f,
+		pool.WithMaxPoolSize(1),
+		pool.WithMinPoolSize(1),
+		pool.WithMaxIdleTime(time.Hour),
+		pool.WithMaintenanceInterval(time.Millisecond),
+		pool.WithEventHandler(func(e pool.Event) { trigger(e.Type.String()) }),
+		pool.WithEstablishErrorHandler(func(error) { trigger("establishError") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	if err := callbackScenario(t, p, f); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	// The call may still be running in a handler: the events are
+	// delivered after Close.
+	if err := flush(p); err != nil {
+		t.Fatalf("the events after Close: %v", err)
+	}
+	if !fired.Load() {
+		t.Fatalf("the scenario emitted no %s", on)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("the handler's call did not return")
+	}
+	if s := p.Stats(); s.State != "closed" {
+		t.Fatalf("state %q after Close", s.State)
 	}
 }
 
 // A handler of PoolCleared that marks the pool ready again, and one of
 // PoolReady that clears it, see the events in the order of the state changes
 // they report, every handler seeing every event in the same order: the
-// handler's own call does not cut in.
+// handler's own call does not cut in, its events come after the one being
+// delivered.
 func TestReentrantEventsKeepTheirOrder(t *testing.T) {
-	var mu sync.Mutex
-	var first, second []string
-	var p *pool.Pool
-	var rounds atomic.Int32
-	p, err := pool.New("127.0.0.1:27017", &fakeConnector{},
-		pool.WithMaintenanceInterval(-1),
-		pool.WithEventHandler(func(e pool.Event) {
-			mu.Lock()
-			first = append(first, e.Type.String())
-			mu.Unlock()
-			switch e.Type {
-			case pool.PoolCleared:
-				p.Ready()
-			case pool.PoolReady:
-				if rounds.Add(1) == 1 {
-					p.Clear(pool.ClearOptions{})
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var first, second []string
+		var p *pool.Pool
+		var rounds atomic.Int32
+		p, err := pool.New("127.0.0.1:27017", &fakeConnector{},
+			pool.WithMaintenanceInterval(-1),
+			pool.WithEventHandler(func(e pool.Event) {
+				mu.Lock()
+				first = append(first, e.Type.String())
+				mu.Unlock()
+				switch e.Type {
+				case pool.PoolCleared:
+					p.Ready()
+				case pool.PoolReady:
+					if rounds.Add(1) == 1 {
+						p.Clear(pool.ClearOptions{})
+					}
 				}
-			}
-		}),
-		pool.WithEventHandler(func(e pool.Event) {
-			mu.Lock()
-			second = append(second, e.Type.String())
-			mu.Unlock()
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	within(t, hangLimit, func() {
+			}),
+			pool.WithEventHandler(func(e pool.Event) {
+				mu.Lock()
+				second = append(second, e.Type.String())
+				mu.Unlock()
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
 		p.Ready()
-		p.Close()
+		synctest.Wait() // the handlers' calls are made
+		closePool(t, p)
+		want := []string{"ConnectionPoolCreated", "ConnectionPoolReady", "ConnectionPoolCleared", "ConnectionPoolReady", "ConnectionPoolClosed"}
+		if !slices.Equal(first, want) || !slices.Equal(second, want) {
+			t.Fatalf("first handler saw %v\nsecond saw %v\nwant %v", first, second, want)
+		}
 	})
-	want := []string{"ConnectionPoolCreated", "ConnectionPoolReady", "ConnectionPoolCleared", "ConnectionPoolReady", "ConnectionPoolClosed"}
-	if !slices.Equal(first, want) || !slices.Equal(second, want) {
-		t.Fatalf("first handler saw %v\nsecond saw %v\nwant %v", first, second, want)
-	}
 }
 
-// A second Close, while the first is still delivering the PoolClosed event,
-// does not return before the first has finished; a third one, made by the
-// PoolClosed handler itself, returns at once rather than wait for itself.
-func TestConcurrentCloseWaitsForTheFirst(t *testing.T) {
+// Close does not wait for the handlers: it returns while a handler is stuck
+// on the PoolClosed event, and so does a second Close; a third one, made by
+// that handler itself, returns too. The delivery goroutine ends once the
+// handler returns (the bubble's end checks that nothing is left).
+func TestCloseDoesNotWaitForTheHandlers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		entered := make(chan struct{})
+		handlerClosed := make(chan struct{})
 		var p *pool.Pool
 		p, err := pool.New("127.0.0.1:27017", &fakeConnector{},
 			pool.WithEventHandler(func(e pool.Event) {
@@ -242,24 +233,17 @@ func TestConcurrentCloseWaitsForTheFirst(t *testing.T) {
 					close(entered)
 					<-release
 					p.Close() // re-entrant: must not wait for itself
+					close(handlerClosed)
 				}
 			}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var firstDone, secondDone atomic.Bool
-		go func() { p.Close(); firstDone.Store(true) }()
+		within(t, hangLimit, func() { p.Close() })
 		recv(t, entered, "the PoolClosed event")
-		go func() { p.Close(); secondDone.Store(true) }()
-		synctest.Wait()
-		if secondDone.Load() {
-			t.Fatal("the second Close returned while the first was still closing the pool")
-		}
+		within(t, hangLimit, func() { p.Close() })
 		close(release)
-		synctest.Wait()
-		if !firstDone.Load() || !secondDone.Load() {
-			t.Fatalf("first Close done %v, second %v", firstDone.Load(), secondDone.Load())
-		}
+		recv(t, handlerClosed, "the handler's Close")
 	})
 }
 
@@ -305,6 +289,10 @@ func TestCheckedOutHandlerClosesThePool(t *testing.T) {
 func ExampleWithEventHandler_reentrant() {
 	// A handler may call the pool: this one marks the pool ready again
 	// after every clear (a topology layer would check the server first).
+	// Handlers run on a goroutine of the pool's: the example waits for
+	// the handler's call before it shuts the pool down, and Shutdown
+	// waits for the last event.
+	readied := make(chan struct{})
 	var p *pool.Pool
 	p, _ = pool.New("127.0.0.1:27017", pool.ConnectorFunc(func(context.Context, *pool.Attempt) (pool.Link, error) {
 		return nil, errors.New("no server in this example")
@@ -312,11 +300,13 @@ func ExampleWithEventHandler_reentrant() {
 		fmt.Println(e.Type)
 		if e.Type == pool.PoolCleared {
 			p.Ready()
+			close(readied)
 		}
 	}))
 	p.Ready()
 	p.Clear(pool.ClearOptions{})
-	p.Close()
+	<-readied
+	p.Shutdown(context.Background())
 	// Output:
 	// ConnectionPoolCreated
 	// ConnectionPoolReady

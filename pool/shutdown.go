@@ -11,17 +11,16 @@ import (
 // still out then have their links closed under their users, whose operations
 // fail and whose [Conn.Err] is a [*PoolClosedError] with Interrupted set, and
 // Shutdown returns an error wrapping ctx's that says how many there were. It
-// returns, like Close, once the pool's goroutines have ended and its events
-// have been delivered.
+// returns, like Close, once the pool's goroutines have ended, and unlike
+// Close once its events have been delivered to the handlers too, or ctx has
+// ended.
 //
-// Called from an event handler or another function the pool calls, Shutdown
-// cannot wait: it closes the pool as Close does and returns.
+// Called from an event handler, Shutdown waits until ctx ends, since the
+// events it waits for come after the one being handled: call Close there.
+// Like Close, it must not be called by a Connector or an establish-error
+// handler.
 func (p *Pool) Shutdown(ctx context.Context) error {
-	inside := p.calledByPool()
 	p.markClosed()
-	if inside {
-		return nil
-	}
 	var err error
 	p.mu.Lock()
 	for p.inUse > 0 {
@@ -41,16 +40,17 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 			p.address, p.inUse, ctx.Err())
 		var ob outbox
 		for _, c := range p.conns {
-			if c.state == stateInUse || c.state == stateCheckingIn {
+			if c.state == stateInUse {
 				c.interrupted = &PoolClosedError{Address: p.address, Interrupted: true}
 				p.releaseLinkLocked(c, &ob)
 			}
 		}
-		p.finishLocked(&ob, false)
+		p.finishLocked(&ob)
 		p.mu.Lock()
 		break
 	}
 	p.mu.Unlock()
-	p.wait()
+	p.wg.Wait()
+	p.events.Wait(ctx) // the handlers' backlog is theirs: its end is not an error of the pool's
 	return err
 }

@@ -30,7 +30,9 @@ type Stats struct {
 
 	// Limits, as configured now. After a Reconfigure that lowered
 	// MaxPoolSize, Total stays above it until enough connections in use
-	// have come back (see Reconfigure).
+	// have come back (see Reconfigure); after one that lowered
+	// MaxConnecting, Pending may stay above it until the establishments
+	// under way end.
 	MaxPoolSize      int // 0 means no limit
 	MinPoolSize      int
 	MaxConnecting    int
@@ -65,6 +67,15 @@ type Stats struct {
 	// Leaks is the number of check-outs the leak detector reported (see
 	// WithLeakDetector).
 	Leaks int64
+
+	// EventsDropped is the number of events the handlers and the logger
+	// never got: events are delivered on a goroutine of the pool's (see
+	// WithEventHandler), and those that come while the handlers are a
+	// whole queue (65,536 events) behind are dropped rather than held.
+	EventsDropped uint64
+	// EventsPending is the number of events emitted and not yet delivered
+	// to the handlers and the logger: how far behind they are.
+	EventsPending int
 
 	// Distributions of durations since the pool was created, in the same
 	// snapshot as the counts above: CheckOutWait.Count is CheckedOut +
@@ -170,6 +181,8 @@ func (p *Pool) Stats() Stats {
 		WaitDuration:     time.Duration(c.waitNanos.Load()),
 		Clears:           c.clears.Load(),
 		Leaks:            c.leaks.Load(),
+		EventsDropped:    p.events.Dropped(),
+		EventsPending:    p.events.Pending(),
 		CheckOutWait:     c.checkOutWait.load(),
 		Establish:        c.establish.load(),
 		Use:              c.use.load(),

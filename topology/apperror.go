@@ -1,12 +1,14 @@
 package topology
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // ErrorKind is the kind of an error met while talking to a server.
@@ -160,7 +162,7 @@ func IsShutdown(code int32) bool { return code != 0 && slices.Contains(shutdownC
 // up to the hello's reply are ignored, and where the rules clear the pool,
 // only the connections of e.ServiceID are cleared (nothing without one).
 func (d Description) DecideAppError(poolGeneration uint64, e AppError) Decision {
-	cur, ok := d.servers[e.Address]
+	cur, ok := d.servers.Get(e.Address)
 	switch {
 	case !ok:
 		return Decision{Reason: "the server is not in the topology"}
@@ -215,7 +217,7 @@ func (d Description) DecideAppError(poolGeneration uint64, e AppError) Decision 
 // known, the monitor checks again at once. A server not in the topology, or
 // in a LoadBalanced one (never monitored), is left alone.
 func (d Description) DecideCheckError(address string, kind ErrorKind, err error) Decision {
-	cur, ok := d.servers[address]
+	cur, ok := d.servers.Get(address)
 	switch {
 	case !ok:
 		return Decision{Reason: "the server is not in the topology"}
@@ -256,15 +258,18 @@ func ReplyError(address string, reply bson.Raw) (AppError, bool) {
 		if err != nil {
 			return AppError{}, false
 		}
-		ce = &CommandError{WriteConcern: true}
+		ce = &wire.CommandError{}
 		ce.Code, _ = boundedInt32(wf["code"])
 		ce.CodeName = boundedString(wf["codeName"], maxNameLen)
 		ce.Message = boundedString(wf["errmsg"], maxErrmsgLen)
 	}
 	e := AppError{Address: address, Kind: KindCommand, Code: ce.Code, Message: ce.Message, Err: ce}
+	if !failed {
+		e.Err = fmt.Errorf("write concern error: %w", ce)
+	}
 	if v, ok := f["topologyVersion"]; ok {
 		e.TopologyVersion, _ = parseTopologyVersion(v)
-	} else if ce.WriteConcern {
+	} else if !failed {
 		// Some servers put it in the writeConcernError.
 		if v, err := wce.LookupErr("topologyVersion"); err == nil {
 			e.TopologyVersion, _ = parseTopologyVersion(v)

@@ -203,9 +203,9 @@ func TestReplyError(t *testing.T) {
 		errSubstr string
 	}{
 		{"ok 0", bson.D{{Key: "ok", Value: 0.0}, {Key: "code", Value: int32(91)}, {Key: "errmsg", Value: "shutting down"}, {Key: "topologyVersion", Value: tv}},
-			true, 91, "shutting down", true, false, true, true, "command error 91: shutting down"},
+			true, 91, "shutting down", true, false, true, true, "server error: shutting down (code 91)"},
 		{"writeConcernError", bson.D{{Key: "ok", Value: 1.0}, {Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(189)}, {Key: "errmsg", Value: "stepped down"}}}},
-			true, 189, "stepped down", false, false, true, false, "write concern error 189"},
+			true, 189, "stepped down", false, false, true, false, "write concern error: server error: stepped down (code 189)"},
 		{"writeConcernError with its own topologyVersion", bson.D{{Key: "ok", Value: 1.0}, {Key: "writeConcernError", Value: bson.D{{Key: "code", Value: int32(11602)}, {Key: "errmsg", Value: "x"}, {Key: "topologyVersion", Value: tv}}}},
 			true, 11602, "x", true, false, true, false, "write concern error"},
 		{"message only: not master or secondary", bson.D{{Key: "ok", Value: 0}, {Key: "errmsg", Value: "not master or secondary; no query"}},
@@ -241,5 +241,37 @@ func TestReplyError(t *testing.T) {
 	}
 	if _, ok := ReplyError("a:27017", bson.Raw{1, 2}); ok {
 		t.Error("a malformed reply has an error")
+	}
+}
+
+// TestIsStateChange: the specification's classification of errors, by code
+// when there is one, by message only when there is none.
+func TestIsStateChange(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		code           int32
+		msg            string
+		change, shutdn bool
+	}{
+		{"NotWritablePrimary", 10107, "", true, false},
+		{"NotPrimaryNoSecondaryOk", 13435, "", true, false},
+		{"LegacyNotPrimary", 10058, "", true, false},
+		{"InterruptedDueToReplStateChange", 11602, "", true, false},
+		{"NotPrimaryOrSecondary", 13436, "", true, false},
+		{"PrimarySteppedDown", 189, "", true, false},
+		{"ShutdownInProgress", 91, "", true, true},
+		{"InterruptedAtShutdown", 11600, "", true, true},
+		{"another code, a telling message", 2, "not master", false, false},
+		{"no code: node is recovering", 0, "node is recovering", true, false},
+		{"no code: not master or secondary", 0, "not master or secondary; cannot currently read", true, false},
+		{"no code: not master", 0, "not master", true, false},
+		{"no code, another message", 0, "something else", false, false},
+	} {
+		if got := IsStateChange(c.code, c.msg); got != c.change {
+			t.Errorf("%s: IsStateChange = %v, want %v", c.name, got, c.change)
+		}
+		if got := IsShutdown(c.code); got != c.shutdn {
+			t.Errorf("%s: IsShutdown = %v, want %v", c.name, got, c.shutdn)
+		}
 	}
 }

@@ -3,12 +3,12 @@ package topology
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/ptree"
 )
 
 // The client's range of wire versions: the handshake's, which refuses the
@@ -24,9 +24,12 @@ const (
 // Description is the client's view of the whole deployment: the
 // specification's TopologyDescription.
 //
-// It is a value, never changed once made: Apply returns a new one. The zero
-// Description is an Unknown topology without servers; NewDescription makes
-// the initial one of a client.
+// It is a value, never changed once made: an update makes a new one, which
+// shares with the one before all it did not change (its servers are kept in
+// a persistent tree), so that making it costs the change, not the size of
+// the topology, and any number of readers may keep and read old ones. The
+// zero Description is an Unknown topology without servers; NewDescription
+// makes the initial one of a client.
 type Description struct {
 	// Type is the kind of deployment.
 	Type TopologyType
@@ -47,8 +50,9 @@ type Description struct {
 	// none.
 	LogicalSessionTimeoutMinutes *int64
 
-	// servers, by address, is never modified once the Description is made.
-	servers map[string]ServerDescription
+	// servers, by address, is never modified once the Description is
+	// made: updates make new versions of it.
+	servers serverMap
 	// singleSeed is set when the settings had one seed: a Standalone then
 	// turns an Unknown topology into a Single one.
 	singleSeed bool
@@ -60,9 +64,9 @@ func (d Description) Compatible() bool { return d.CompatibilityError == nil }
 
 // Servers returns the descriptions of the servers, sorted by address.
 func (d Description) Servers() []ServerDescription {
-	out := make([]ServerDescription, 0, len(d.servers))
-	for _, a := range slices.Sorted(maps.Keys(d.servers)) {
-		out = append(out, d.servers[a])
+	out := make([]ServerDescription, 0, d.servers.Len())
+	for c := d.servers.Cursor(); c.Next(); {
+		out = append(out, c.Value())
 	}
 	return out
 }
@@ -70,23 +74,126 @@ func (d Description) Servers() []ServerDescription {
 // Server returns the description of the server at address, if the topology
 // has it.
 func (d Description) Server(address string) (ServerDescription, bool) {
-	s, ok := d.servers[address]
-	return s, ok
+	return d.servers.Get(address)
 }
 
 // Len returns the number of servers.
-func (d Description) Len() int { return len(d.servers) }
+func (d Description) Len() int { return d.servers.Len() }
 
 // Equal reports whether d and o are alike: the same type, set name,
 // maximum electionId and setVersion, compatibility (by message) and session
-// timeout, and the same servers, equal by ServerDescription.Equal.
+// timeout, and the same servers, equal by ServerDescription.Equal. It
+// compares every server: O(n).
 func (d Description) Equal(o Description) bool {
+	if !d.sameFields(o) || d.servers.Len() != o.servers.Len() {
+		return false
+	}
+	if d.servers.Same(o.servers) {
+		return true
+	}
+	a, b := d.servers.Cursor(), o.servers.Cursor()
+	for a.Next() && b.Next() {
+		if a.Key() != b.Key() || !a.Value().Equal(b.Value()) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFields reports whether d and o are alike but for their servers.
+func (d Description) sameFields(o Description) bool {
 	return d.Type == o.Type && d.SetName == o.SetName &&
 		ptrEqual(d.MaxElectionID, o.MaxElectionID) && ptrEqual(d.MaxSetVersion, o.MaxSetVersion) &&
 		errorsEqual(d.CompatibilityError, o.CompatibilityError) &&
-		ptrEqual(d.LogicalSessionTimeoutMinutes, o.LogicalSessionTimeoutMinutes) &&
-		maps.EqualFunc(d.servers, o.servers, ServerDescription.Equal)
+		ptrEqual(d.LogicalSessionTimeoutMinutes, o.LogicalSessionTimeoutMinutes)
 }
+
+// serverMap holds a Description's servers, by address, with what the
+// topology needs to know of all of them at once (serverSummary) kept up to
+// date in O(log n) per change.
+type serverMap = ptree.Map[ServerDescription, serverSummary, summarizeServers]
+
+// serverSummary is what the rules need of all the servers: how many are
+// primaries, the least session timeout of the data-bearing ones, and the
+// first (by address) whose wire versions the client cannot speak.
+type serverSummary struct {
+	primaries int
+	// noTimeout counts the data-bearing servers without a session timeout;
+	// minTimeout is the least of the others', when hasTimeout.
+	noTimeout  int
+	hasTimeout bool
+	minTimeout int64
+	// incompatible is the first incompatible server; nil when none.
+	incompatible *incompatibleServer
+}
+
+// incompatibleServer is what the compatibility error says of a server.
+type incompatibleServer struct {
+	address          string
+	minWire, maxWire int32
+}
+
+// summarizeServers computes serverSummary for the tree.
+type summarizeServers struct{}
+
+// Leaf is the summary of one server.
+func (summarizeServers) Leaf(_ string, s ServerDescription) serverSummary {
+	var sum serverSummary
+	if s.Type == RSPrimary {
+		sum.primaries = 1
+	}
+	if s.Type.DataBearing() {
+		if s.LogicalSessionTimeoutMinutes == nil {
+			sum.noTimeout = 1
+		} else {
+			sum.hasTimeout, sum.minTimeout = true, *s.LogicalSessionTimeoutMinutes
+		}
+	}
+	if s.Type.known() && (s.MinWireVersion > clientMaxWireVersion || s.MaxWireVersion < clientMinWireVersion) {
+		sum.incompatible = &incompatibleServer{s.Address, s.MinWireVersion, s.MaxWireVersion}
+	}
+	return sum
+}
+
+// Join is the summary of two runs of servers, left's addresses before
+// right's.
+func (summarizeServers) Join(l, r serverSummary) serverSummary {
+	sum := serverSummary{
+		primaries:    l.primaries + r.primaries,
+		noTimeout:    l.noTimeout + r.noTimeout,
+		hasTimeout:   l.hasTimeout || r.hasTimeout,
+		incompatible: l.incompatible,
+	}
+	switch {
+	case l.hasTimeout && r.hasTimeout:
+		sum.minTimeout = min(l.minTimeout, r.minTimeout)
+	case l.hasTimeout:
+		sum.minTimeout = l.minTimeout
+	default:
+		sum.minTimeout = r.minTimeout
+	}
+	if sum.incompatible == nil {
+		sum.incompatible = r.incompatible
+	}
+	return sum
+}
+
+// primary returns the primary, if there is one: the rules keep at most one.
+func (d Description) primary() (ServerDescription, bool) {
+	var p ServerDescription
+	found := false
+	d.servers.Walk(hasPrimaries, func(_ string, s ServerDescription) bool {
+		if s.Type == RSPrimary {
+			p, found = s, true
+			return false
+		}
+		return true
+	})
+	return p, found
+}
+
+// hasPrimaries tells Walk to look only where there are primaries.
+func hasPrimaries(s serverSummary) bool { return s.primaries > 0 }
 
 // Settings are what the connection string says of the topology, from which
 // NewDescription makes the initial Description.
@@ -141,20 +248,22 @@ func NewDescription(s Settings) (Description, error) {
 	case s.DirectConnection && len(seeds) > 1:
 		return invalid(fmt.Sprintf("directConnection requires exactly one seed, not %d", len(seeds)))
 	}
-	d := Description{SetName: s.ReplicaSet, singleSeed: len(seeds) == 1, servers: make(map[string]ServerDescription, len(seeds))}
+	d := Description{SetName: s.ReplicaSet, singleSeed: len(seeds) == 1}
 	switch {
 	case s.LoadBalanced:
 		d.Type = LoadBalanced
-		d.servers[seeds[0]] = LoadBalancerServer(seeds[0])
+		d.servers = d.servers.Set(seeds[0], LoadBalancerServer(seeds[0]))
 		return d, nil
 	case s.DirectConnection:
 		d.Type = Single
 	case s.ReplicaSet != "":
 		d.Type = ReplicaSetNoPrimary
 	}
-	for _, a := range seeds {
-		d.servers[a] = UnknownServer(a, nil)
+	unknown := make([]ServerDescription, len(seeds))
+	for i, a := range seeds {
+		unknown[i] = UnknownServer(a, nil)
 	}
+	d.servers = ptree.FromSorted[ServerDescription, serverSummary, summarizeServers](seeds, unknown)
 	return d, nil
 }
 
@@ -170,46 +279,44 @@ func (e *incompatibleError) Unwrap() error { return handshake.ErrIncompatible }
 // none. Servers of unknown type do not count. A load-balanced topology is
 // always compatible.
 func (d Description) compatibility() error {
-	if d.Type == LoadBalanced {
+	s := d.servers.Summary().incompatible
+	if d.Type == LoadBalanced || s == nil {
 		return nil
 	}
-	for _, s := range d.Servers() {
-		if !s.Type.known() {
-			continue
-		}
-		switch {
-		case s.MinWireVersion > clientMaxWireVersion:
-			return &incompatibleError{fmt.Sprintf(
-				"Server at %s requires wire version %d, but this version of %s only supports up to %d.",
-				s.Address, s.MinWireVersion, handshake.DriverName, clientMaxWireVersion)}
-		case s.MaxWireVersion < clientMinWireVersion:
-			return &incompatibleError{fmt.Sprintf(
-				"Server at %s reports wire version %d, but this version of %s requires at least %d (MongoDB %s).",
-				s.Address, s.MaxWireVersion, handshake.DriverName, clientMinWireVersion, clientMinMongoDBVersion)}
-		}
+	if s.minWire > clientMaxWireVersion {
+		return &incompatibleError{fmt.Sprintf(
+			"Server at %s requires wire version %d, but this version of %s only supports up to %d.",
+			s.address, s.minWire, handshake.DriverName, clientMaxWireVersion)}
 	}
-	return nil
+	return &incompatibleError{fmt.Sprintf(
+		"Server at %s reports wire version %d, but this version of %s requires at least %d (MongoDB %s).",
+		s.address, s.maxWire, handshake.DriverName, clientMinWireVersion, clientMinMongoDBVersion)}
 }
 
 // sessionTimeout returns the least logicalSessionTimeoutMinutes of the
 // data-bearing servers; nil if one of them has none, or there is none. A
 // load-balanced topology ignores it, as the load balancer specification
-// requires.
-func (d Description) sessionTimeout() *int64 {
-	if d.Type == LoadBalanced {
+// requires. It returns the current one when it has not changed, so that an
+// update allocates nothing for it.
+func (d Description) sessionTimeout(current *int64) *int64 {
+	sum := d.servers.Summary()
+	if d.Type == LoadBalanced || sum.noTimeout > 0 || !sum.hasTimeout {
 		return nil
 	}
-	var least *int64
-	for _, s := range d.servers {
-		if !s.Type.DataBearing() {
-			continue
-		}
-		if s.LogicalSessionTimeoutMinutes == nil {
-			return nil
-		}
-		if least == nil || *s.LogicalSessionTimeoutMinutes < *least {
-			least = s.LogicalSessionTimeoutMinutes
-		}
+	if current != nil && *current == sum.minTimeout {
+		return current
 	}
-	return least
+	least := sum.minTimeout
+	return &least
+}
+
+// withAggregates returns d with its compatibility error and session timeout
+// computed again from its servers. The compatibility error is kept when its
+// message has not changed.
+func (d Description) withAggregates() Description {
+	if c := d.compatibility(); !errorsEqual(c, d.CompatibilityError) {
+		d.CompatibilityError = c
+	}
+	d.LogicalSessionTimeoutMinutes = d.sessionTimeout(d.LogicalSessionTimeoutMinutes)
+	return d
 }

@@ -112,9 +112,8 @@ func Open(id bson.ObjectID, s Settings) (Description, []Event, error) {
 	}
 	first := d
 	if d.Type == LoadBalanced {
-		first.servers = map[string]ServerDescription{}
-		for a := range d.servers {
-			first.servers[a] = UnknownServer(a, nil)
+		for c := d.servers.Cursor(); c.Next(); {
+			first.servers = first.servers.Set(c.Key(), UnknownServer(c.Key(), nil))
 		}
 	}
 	events := []Event{
@@ -158,7 +157,7 @@ func (u Update) Events(id bson.ObjectID) []Event {
 	for _, a := range u.Added {
 		events = append(events, &ServerOpening{TopologyID: id, Address: a})
 	}
-	if !u.Previous.Equal(u.Description) {
+	if u.Changed {
 		events = append(events, &TopologyDescriptionChanged{TopologyID: id, Previous: u.Previous, New: u.Description})
 	}
 	return events

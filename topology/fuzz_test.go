@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -40,7 +41,7 @@ func FuzzNewServerDescription(f *testing.F) {
 			t.Fatalf("type %s with error %v", s.Type, s.Error)
 		}
 		if s.Error != nil {
-			var ce *CommandError
+			var ce *wire.CommandError
 			if !errors.Is(s.Error, ErrInvalidReply) && !errors.As(s.Error, &ce) {
 				t.Fatalf("error %v is neither ErrInvalidReply nor a *CommandError", s.Error)
 			}

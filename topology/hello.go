@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mongopool/mongopool/wire"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
@@ -138,7 +140,7 @@ func parseReply(address string, reply bson.Raw) (ServerDescription, error) {
 
 // commandErrorOf returns the error of a reply whose ok is not 1. A reply
 // without ok, or with an ok that is not a number or a boolean, is an error.
-func commandErrorOf(f replyFields) (*CommandError, bool, error) {
+func commandErrorOf(f replyFields) (*wire.CommandError, bool, error) {
 	v, ok := f["ok"]
 	if !ok {
 		return nil, false, fmt.Errorf("no ok field")
@@ -156,14 +158,14 @@ func commandErrorOf(f replyFields) (*CommandError, bool, error) {
 	if good {
 		return nil, false, nil
 	}
-	ce := &CommandError{}
+	ce := &wire.CommandError{}
 	ce.Code, _ = boundedInt32(f["code"])
 	ce.CodeName = boundedString(f["codeName"], maxNameLen)
 	ce.Message = boundedString(f["errmsg"], maxErrmsgLen)
 	return ce, true, nil
 }
 
-// maxErrmsgLen bounds the errmsg kept in a CommandError. MongoDB's messages
+// maxErrmsgLen bounds the errmsg kept in a wire.CommandError. MongoDB's messages
 // are a line or two; a longer one is cut.
 const maxErrmsgLen = 4096
 

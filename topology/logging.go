@@ -178,6 +178,7 @@ type Operation struct {
 // one only when the Logger takes Info records (the waiting message) or
 // Debug ones (the others), so that selection builds nothing otherwise.
 type selectionLog struct {
+	t       *Topology // whose delivery goroutine writes the records
 	l       *slog.Logger
 	ctx     context.Context // the selection's, for the time it leaves
 	start   time.Time
@@ -194,7 +195,7 @@ func (t *Topology) selectionLog(ctx context.Context, start time.Time, op []Opera
 	if l == nil || !l.Enabled(ctx, slog.LevelInfo) && !l.Enabled(ctx, slog.LevelDebug) {
 		return nil
 	}
-	s := &selectionLog{l: l, ctx: ctx, start: start, timeout: t.timeout}
+	s := &selectionLog{t: t, l: l, ctx: ctx, start: start, timeout: t.timeout}
 	if len(op) > 0 {
 		s.op = op[0]
 	}
@@ -266,7 +267,11 @@ func (s *selectionLog) log(level slog.Level, msg string, d Description, extra ..
 	}
 	attrs = append(attrs, slog.String("topologyDescription", d.Summary()))
 	attrs = append(attrs, extra...)
-	s.l.LogAttrs(s.ctx, level, msg, attrs...)
+	// Built here, written by the delivery goroutine: the logger's
+	// handler never runs on the operation's goroutine.
+	r := slog.NewRecord(time.Now(), level, msg, 0)
+	r.AddAttrs(attrs...)
+	s.t.queueRecord(s.ctx, r)
 }
 
 // selector describes the selector: its criteria, or a custom selector.

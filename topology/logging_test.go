@@ -35,6 +35,9 @@ type logRecorder struct {
 	min slog.Level
 	// onRecord, if not nil, sees each record as it is handled.
 	onRecord func(logRecord)
+	// topo, if set, is flushed by take: its records are written on its
+	// delivery goroutine.
+	topo *Topology
 
 	mu      sync.Mutex
 	records []logRecord
@@ -64,6 +67,14 @@ func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
 }
 
 func (r *logRecorder) take() []logRecord {
+	if r.topo != nil {
+		// The records are written by the topology's delivery goroutine.
+		c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.topo.Flush(c); err != nil {
+			panic("the topology's log records were not written within 10s: " + err.Error())
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := r.records
@@ -325,6 +336,11 @@ func newLoggedTopology(t testing.TB, s Settings, timeout time.Duration, l *slog.
 	if err != nil {
 		t.Fatal(err)
 	}
+	if l != nil {
+		if rec, ok := l.Handler().(*logRecorder); ok {
+			rec.topo = topo
+		}
+	}
 	t.Cleanup(func() { topo.Close() })
 	return topo, func(address string) *fakeMonitor {
 		mu.Lock()
@@ -392,12 +408,12 @@ func TestSelectServerLogs(t *testing.T) {
 		}
 	}
 	_, err := topo.SelectServer(sctx, selectAll, op)
+	got := rec.take()
 	rec.onRecord = nil
 	var se *SelectionError
 	if !errors.As(err, &se) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("selection: %v, want the context's end", err)
 	}
-	got := rec.take()
 	var msgs []string
 	for _, r := range got {
 		msgs = append(msgs, r.msg)

@@ -7,14 +7,12 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/handshake"
-	"github.com/mongopool/mongopool/internal/goid"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -113,8 +111,7 @@ type Monitor struct {
 	ctx    context.Context // ends on Close: stops the goroutines and their I/O
 	cancel context.CancelFunc
 	wake   chan struct{} // a check was asked for; buffered
-	done   chan struct{} // closed when the monitor's goroutine ends
-	gid    atomic.Uint64 // the monitor's goroutine, which Close must not wait for
+	done   chan struct{} // closed when the monitor's goroutines have ended
 
 	mu sync.Mutex // protects the following fields
 	// closed is set by Close.
@@ -239,9 +236,8 @@ func (m *Monitor) CancelCheck() {
 }
 
 // Close stops the monitor: the check in progress is interrupted, the
-// connections closed, and nothing is reported any more. It returns once the
-// monitor's goroutines have ended, except when called from the Handler,
-// whose goroutine ends as soon as the Handler returns.
+// connections closed, and nothing is reported any more. It does not wait:
+// Done is closed once the monitor's goroutines have ended.
 func (m *Monitor) Close() {
 	m.mu.Lock()
 	var c *connection.Conn
@@ -251,32 +247,32 @@ func (m *Monitor) Close() {
 		c = m.current
 		m.current = nil
 	}
-	rttDone := m.rttDone
 	m.mu.Unlock()
 	m.cancel()
 	if c != nil {
 		c.Close()
 	}
-	if rttDone != nil {
-		<-rttDone // the RTT goroutine never calls the Handler
-	}
-	if m.gid.Load() != goid.Current() {
-		<-m.done
-	}
 }
 
+// Done returns a channel closed once the monitor's goroutines have ended,
+// after Close.
+func (m *Monitor) Done() <-chan struct{} { return m.done }
+
 // run is the monitor's goroutine: a check, then the wait for the next one,
-// unless the next one is to start at once.
+// unless the next one is to start at once. It ends once Close was called,
+// after the RTT goroutine it may have started.
 func (m *Monitor) run() {
 	defer close(m.done)
-	m.gid.Store(goid.Current())
 	defer func() {
 		m.mu.Lock()
-		c := m.current
+		c, rttDone := m.current, m.rttDone
 		m.current = nil
 		m.mu.Unlock()
 		if c != nil {
 			c.Close()
+		}
+		if rttDone != nil {
+			<-rttDone // it ends with m.ctx, which ended
 		}
 	}()
 	var st checkState

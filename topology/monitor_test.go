@@ -1047,7 +1047,7 @@ func TestMonitorCheckErrors(t *testing.T) {
 				if tc.is != nil && !errors.Is(o.Err, tc.is) {
 					t.Errorf("error %v does not wrap %v", o.Err, tc.is)
 				}
-				var ce *CommandError
+				var ce *wire.CommandError
 				if tc.code != 0 && (!errors.As(o.Err, &ce) || ce.Code != tc.code) {
 					t.Errorf("error %v, want a CommandError of code %d", o.Err, tc.code)
 				}

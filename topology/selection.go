@@ -240,7 +240,8 @@ type typeSet uint32
 
 // appendByType appends the servers whose type is in types.
 func (s *selection) appendByType(dst []ServerDescription, types typeSet) []ServerDescription {
-	for _, sd := range s.d.servers {
+	for c := s.d.servers.Cursor(); c.Next(); {
+		sd := c.Value()
 		if types&(1<<sd.Type) != 0 && !s.skipped(sd.Address) {
 			dst = append(dst, sd)
 		}
@@ -250,15 +251,9 @@ func (s *selection) appendByType(dst []ServerDescription, types typeSet) []Serve
 
 // appendPrimary appends the primary, if there is one not left out.
 func (s *selection) appendPrimary(dst []ServerDescription) []ServerDescription {
-	for _, sd := range s.d.servers {
-		if sd.Type == RSPrimary {
-			if !s.skipped(sd.Address) {
-				dst = append(dst, sd)
-			}
-			// There is at most one primary: the rules mark any other one
-			// Unknown.
-			return dst
-		}
+	// There is at most one primary: the rules mark any other one Unknown.
+	if p, ok := s.d.primary(); ok && !s.skipped(p.Address) {
+		dst = append(dst, p)
 	}
 	return dst
 }
@@ -300,7 +295,8 @@ func (s *selection) appendEligible(dst []ServerDescription, withPrimary bool) []
 	}
 	base := len(dst)
 	best := math.MaxInt // the index of the tag set the servers appended match
-	for _, sd := range s.d.servers {
+	for c := s.d.servers.Cursor(); c.Next(); {
+		sd := c.Value()
 		if sd.Type != RSSecondary && (!withPrimary || sd.Type != RSPrimary) {
 			continue
 		}
@@ -355,16 +351,15 @@ type staleness struct {
 func (s *selection) stalenessRef() staleness {
 	ref := staleness{heartbeat: s.c.heartbeat().Milliseconds()}
 	if s.d.Type == ReplicaSetWithPrimary {
-		for _, sd := range s.d.servers {
-			if sd.Type == RSPrimary {
-				ref.withPrimary = true
-				ref.known = !sd.LastWriteDate.IsZero()
-				ref.primaryLag = sd.LastUpdateTime.UnixMilli() - sd.LastWriteDate.UnixMilli()
-				return ref
-			}
+		if sd, ok := s.d.primary(); ok {
+			ref.withPrimary = true
+			ref.known = !sd.LastWriteDate.IsZero()
+			ref.primaryLag = sd.LastUpdateTime.UnixMilli() - sd.LastWriteDate.UnixMilli()
+			return ref
 		}
 	}
-	for _, sd := range s.d.servers {
+	for c := s.d.servers.Cursor(); c.Next(); {
+		sd := c.Value()
 		if sd.Type == RSSecondary && !sd.LastWriteDate.IsZero() {
 			if w := sd.LastWriteDate.UnixMilli(); !ref.known || w > ref.maxWrite {
 				ref.known, ref.maxWrite = true, w
@@ -471,18 +466,20 @@ func (d Description) Summary() string {
 	if d.SetName != "" {
 		fmt.Fprintf(&b, ", set %q", clip(d.SetName, maxShown))
 	}
-	servers := d.Servers()
-	switch len(servers) {
+	n := d.servers.Len()
+	switch n {
 	case 0:
 		b.WriteString(", no servers")
 	case 1:
 		b.WriteString(", 1 server: ")
 	default:
-		fmt.Fprintf(&b, ", %d servers: ", len(servers))
+		fmt.Fprintf(&b, ", %d servers: ", n)
 	}
-	for i, s := range servers {
+	i := 0
+	for c := d.servers.Cursor(); c.Next(); i++ {
+		s := c.Value()
 		if i == maxShownServers {
-			fmt.Fprintf(&b, "; and %d more", len(servers)-i)
+			fmt.Fprintf(&b, "; and %d more", n-i)
 			break
 		}
 		if i > 0 {

@@ -176,12 +176,12 @@ func topologyType(t testing.TB, name string) TopologyType {
 // description returns the Description of a file's topology_description.
 func (td selTopology) description(t testing.TB) Description {
 	t.Helper()
-	d := Description{Type: topologyType(t, td.Type), servers: map[string]ServerDescription{}}
+	d := Description{Type: topologyType(t, td.Type)}
 	for _, s := range td.Servers {
-		if _, dup := d.servers[s.Address]; dup {
+		if _, dup := d.servers.Get(s.Address); dup {
 			t.Fatalf("server %s given twice", s.Address)
 		}
-		d.servers[s.Address] = s.server(t)
+		d.servers = d.servers.Set(s.Address, s.server(t))
 	}
 	d.CompatibilityError = d.compatibility()
 	return d

@@ -16,12 +16,12 @@ import (
 // topo returns a Description of type tt with the given servers, as the
 // spec runner makes it.
 func topo(tt TopologyType, servers ...ServerDescription) Description {
-	d := Description{Type: tt, servers: map[string]ServerDescription{}}
+	d := Description{Type: tt}
 	for _, s := range servers {
 		if s.MaxWireVersion == 0 {
 			s.MinWireVersion, s.MaxWireVersion = clientMinWireVersion, clientMaxWireVersion
 		}
-		d.servers[s.Address] = s
+		d.servers = d.servers.Set(s.Address, s)
 	}
 	d.CompatibilityError = d.compatibility()
 	return d
@@ -92,7 +92,7 @@ func TestStalenessBoundaries(t *testing.T) {
 		t.Errorf("with a primary: %v, want %v", got, want)
 	}
 	// The update times count: s2 checked 1 ms earlier is as stale as s1.
-	withPrimary.servers["s2:1"] = written(srv("s2:1", RSSecondary, 1), 19.999, 104.999)
+	withPrimary.servers = withPrimary.servers.Set("s2:1", written(srv("s2:1", RSSecondary, 1), 19.999, 104.999))
 	if got, want := selectAddrs(t, withPrimary, nearest(90*time.Second)), []string{"p:1", "s1:1", "s2:1"}; !slices.Equal(got, want) {
 		t.Errorf("with a primary, s2 checked earlier: %v, want %v", got, want)
 	}
@@ -110,7 +110,7 @@ func TestStalenessBoundaries(t *testing.T) {
 	// they report.
 	other := written(srv("o:1", RSOther, 1), 1000, 0)
 	arbiter := written(srv("ar:1", RSArbiter, 1), 1000, 0)
-	noPrimary.servers["o:1"], noPrimary.servers["ar:1"] = other, arbiter
+	noPrimary.servers = noPrimary.servers.Set("o:1", other).Set("ar:1", arbiter)
 	if got, want := selectAddrs(t, noPrimary, nearest(90*time.Second)), []string{"s1:1", "s2:1"}; !slices.Equal(got, want) {
 		t.Errorf("without a primary, with an RSOther and an RSArbiter written later: %v, want %v", got, want)
 	}
@@ -139,7 +139,7 @@ func TestStalenessWithoutLastWrite(t *testing.T) {
 	}
 	p := srv("p:1", RSPrimary, 1)
 	p.LastUpdateTime = time.Unix(1e9, 0)
-	d.servers["p:1"] = p
+	d.servers = d.servers.Set("p:1", p)
 	if got, want := selectAddrs(t, d, long), []string{"p:1"}; !slices.Equal(got, want) {
 		t.Errorf("a primary without lastWriteDate: %v, want %v", got, want)
 	}

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -112,35 +111,6 @@ const (
 // the bounds of what is kept (see NewServerDescription).
 var ErrInvalidReply = errors.New("invalid hello reply")
 
-// CommandError is the Error of a ServerDescription made from a hello reply
-// with ok: 0, and the error of a command's reply that ReplyError finds.
-type CommandError struct {
-	Code     int32  // code; 0 when absent
-	CodeName string // codeName; "" when absent
-	Message  string // errmsg
-	// WriteConcern is true when the error is a reply's writeConcernError.
-	WriteConcern bool
-}
-
-// Error describes the error with its code and code name when known.
-func (e *CommandError) Error() string {
-	var b strings.Builder
-	if e.WriteConcern {
-		b.WriteString("write concern error")
-	} else {
-		b.WriteString("command error")
-	}
-	if e.Code != 0 {
-		fmt.Fprintf(&b, " %d", e.Code)
-	}
-	if e.CodeName != "" {
-		fmt.Fprintf(&b, " (%s)", e.CodeName)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Message)
-	return b.String()
-}
-
 // UnknownServer returns the description of a server of type ServerUnknown,
 // at address, because of err (nil for a server not checked yet).
 func UnknownServer(address string, err error) ServerDescription {
@@ -166,7 +136,7 @@ func LoadBalancerServer(address string) ServerDescription {
 // passives and arbiters are lower-cased.
 //
 // A reply with ok other than 1 gives a ServerUnknown whose Error is a
-// *CommandError. A reply that cannot be parsed gives a ServerUnknown whose
+// *wire.CommandError. A reply that cannot be parsed gives a ServerUnknown whose
 // Error wraps ErrInvalidReply: malformed BSON, a missing ok, a field the
 // rules use with the wrong type, a reply larger than handshake.MaxReplySize,
 // more than 256 entries in hosts, passives and arbiters together, more than
@@ -216,7 +186,13 @@ func (s ServerDescription) members() []string {
 
 // isMember reports whether addr is in s's hosts, passives or arbiters.
 func (s ServerDescription) isMember(addr string) bool {
-	return slices.Contains(s.Hosts, addr) || slices.Contains(s.Passives, addr) || slices.Contains(s.Arbiters, addr)
+	return contains(s.Hosts, addr) || contains(s.Passives, addr) || contains(s.Arbiters, addr)
+}
+
+// contains reports whether the sorted list has addr.
+func contains(sorted []string, addr string) bool {
+	_, found := slices.BinarySearch(sorted, addr)
+	return found
 }
 
 func errorsEqual(a, b error) bool {

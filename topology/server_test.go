@@ -12,6 +12,7 @@ import (
 
 	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/internal/testkit"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // hello marshals a reply for the tests; ok: 1 is added unless the document
@@ -140,8 +141,8 @@ func TestNewServerDescriptionRefuses(t *testing.T) {
 		want  string // in the error
 		cmd   bool   // a *CommandError
 	}{
-		{"ok 0", hello(t, bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "boom"}, {Key: "code", Value: int32(8000)}, {Key: "codeName", Value: "AtlasError"}}), "command error 8000 (AtlasError): boom", true},
-		{"ok false", hello(t, bson.D{{Key: "ok", Value: false}}), "command error", true},
+		{"ok 0", hello(t, bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: "boom"}, {Key: "code", Value: int32(8000)}, {Key: "codeName", Value: "AtlasError"}}), "server error: (AtlasError) boom (code 8000)", true},
+		{"ok false", hello(t, bson.D{{Key: "ok", Value: false}}), "server error: command failed", true},
 		{"no ok", func() bson.Raw { r, _ := bson.Marshal(bson.D{{Key: "isWritablePrimary", Value: true}}); return r }(), "no ok field", false},
 		{"ok a string", hello(t, bson.D{{Key: "ok", Value: "1"}}), "ok is a string", false},
 		{"not BSON", bson.Raw{5, 0, 0, 0, 1}, "malformed BSON", false},
@@ -163,7 +164,7 @@ func TestNewServerDescriptionRefuses(t *testing.T) {
 			t.Errorf("%s: %s, %v; want Unknown with an error containing %q", c.name, s.Type, s.Error, c.want)
 			continue
 		}
-		var ce *CommandError
+		var ce *wire.CommandError
 		if errors.As(s.Error, &ce) != c.cmd || !c.cmd && !errors.Is(s.Error, ErrInvalidReply) {
 			t.Errorf("%s: error %v: a *CommandError %v, want %v (else ErrInvalidReply)", c.name, s.Error, !c.cmd, c.cmd)
 		}

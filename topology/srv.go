@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -46,38 +45,38 @@ func (d Description) ApplySRV(hosts []string, srvMaxHosts int, rnd *rand.Rand) U
 			continue
 		}
 		found[a] = true
-		if _, ok := d.servers[a]; !ok {
+		if _, ok := d.servers.Get(a); !ok {
 			fresh = append(fresh, a)
 		}
 	}
 	next := d
-	next.servers = make(map[string]ServerDescription, len(found))
-	for _, a := range slices.Sorted(maps.Keys(d.servers)) {
-		if found[a] {
-			next.servers[a] = d.servers[a]
-		} else {
-			u.Removed = append(u.Removed, a)
+	for c := d.servers.Cursor(); c.Next(); {
+		if !found[c.Key()] {
+			u.Removed = append(u.Removed, c.Key())
 		}
+	}
+	for _, a := range u.Removed {
+		next.servers = next.servers.Delete(a)
 	}
 	// The order of the records is the resolver's: sorting first makes the
 	// pick depend on rnd alone.
 	slices.Sort(fresh)
-	if srvMaxHosts > 0 && len(next.servers)+len(fresh) > srvMaxHosts {
+	if srvMaxHosts > 0 && next.servers.Len()+len(fresh) > srvMaxHosts {
 		shuffle := rand.Shuffle
 		if rnd != nil {
 			shuffle = rnd.Shuffle
 		}
 		shuffle(len(fresh), func(i, j int) { fresh[i], fresh[j] = fresh[j], fresh[i] })
-		fresh = fresh[:max(0, srvMaxHosts-len(next.servers))]
+		fresh = fresh[:max(0, srvMaxHosts-next.servers.Len())]
 	}
 	for _, a := range fresh {
-		next.servers[a] = UnknownServer(a, nil)
+		next.servers = next.servers.Set(a, UnknownServer(a, nil))
 	}
 	u.Added = fresh
 	slices.Sort(u.Added)
-	next.CompatibilityError = next.compatibility()
-	next.LogicalSessionTimeoutMinutes = next.sessionTimeout()
+	next = next.withAggregates()
 	u.Description, u.Applied = next, true
+	u.Changed = len(u.Added) > 0 || len(u.Removed) > 0 || !d.sameFields(next)
 	return u
 }
 

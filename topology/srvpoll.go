@@ -105,6 +105,7 @@ func (t *Topology) StartSRVPolling(p SRVPolling) error {
 		return ErrClosed
 	}
 	if srvPollable(t.desc.Type) {
+		t.wg.Add(1) // under the lock, before Close can wait
 		go t.pollSRV(p)
 	}
 	return nil
@@ -116,19 +117,20 @@ func srvPollable(tt TopologyType) bool { return tt == TopologyUnknown || tt == S
 // pollSRV rescans the SRV records until the topology is closed, or of a
 // type that is not rescanned.
 func (t *Topology) pollSRV(p SRVPolling) {
+	defer t.wg.Done()
 	timer := time.NewTimer(p.Interval)
 	defer timer.Stop()
 	for {
 		select {
 		case <-timer.C:
-		case <-t.closeDone:
+		case <-t.ctx.Done():
 			return
 		}
 		if !srvPollable(t.Description().Type) {
 			return
 		}
 		hosts, err := t.rescanSRV(p)
-		if t.closing() {
+		if t.ctx.Err() != nil {
 			return
 		}
 		next := p.Interval
@@ -146,7 +148,7 @@ func (t *Topology) pollSRV(p SRVPolling) {
 // rescanSRV looks the SRV records up, and returns the addresses of those
 // that pass verification; an error when there is none.
 func (t *Topology) rescanSRV(p SRVPolling) ([]string, error) {
-	ctx, cancel := context.WithTimeout(closingContext{t}, p.Timeout)
+	ctx, cancel := context.WithTimeout(t.ctx, p.Timeout)
 	defer cancel()
 	name := "_" + p.ServiceName + "._tcp." + p.Host
 	_, records, err := p.Resolver.LookupSRV(ctx, p.ServiceName, "tcp", p.Host)
@@ -174,27 +176,18 @@ func (t *Topology) rescanSRV(p SRVPolling) ([]string, error) {
 // rescans are to stop: the topology is closed, or of a type that is not
 // rescanned.
 func (t *Topology) applySRV(hosts []string, srvMaxHosts int) bool {
+	var fx effects
 	t.mu.Lock()
 	if t.closed || !srvPollable(t.desc.Type) {
-		t.mu.Unlock()
+		t.unlock(&fx)
 		return false
 	}
 	u := t.desc.ApplySRV(hosts, srvMaxHosts, nil)
 	if u.Applied {
-		t.applyUpdateLocked(u)
+		t.applyUpdateLocked(u, &fx)
 	}
-	t.unlockAndApply()
+	t.unlock(&fx)
 	return true
-}
-
-// closing reports whether the topology's closing is done.
-func (t *Topology) closing() bool {
-	select {
-	case <-t.closeDone:
-		return true
-	default:
-		return false
-	}
 }
 
 // logSRV logs a rescan's trouble at level Warn, if the topology has a
@@ -204,22 +197,9 @@ func (t *Topology) logSRV(p SRVPolling, msg string, attrs ...slog.Attr) {
 	if l == nil {
 		return
 	}
-	attrs = append([]slog.Attr{slog.String("component", componentTopology), slog.String("topologyId", t.id.Hex()),
-		slog.String("srvHost", p.Host)}, attrs...)
-	l.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
-}
-
-// closingContext is a context that ends when the topology's closing is done:
-// the parent of the rescans' look-ups, which Close ends.
-type closingContext struct{ t *Topology }
-
-func (closingContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c closingContext) Done() <-chan struct{}     { return c.t.closeDone }
-func (closingContext) Value(any) any               { return nil }
-
-func (c closingContext) Err() error {
-	if c.t.closing() {
-		return context.Canceled
-	}
-	return nil
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, 0)
+	r.AddAttrs(slog.String("component", componentTopology), slog.String("topologyId", t.id.Hex()),
+		slog.String("srvHost", p.Host))
+	r.AddAttrs(attrs...)
+	t.queueRecord(context.Background(), r)
 }

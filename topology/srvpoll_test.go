@@ -116,6 +116,8 @@ func shardedHarness(t *testing.T, seeds ...string) *harness {
 		t.Fatalf("the topology is %s", d.Summary())
 	}
 	h.take()
+	h.takeStarted()
+	h.takePools()
 	return h
 }
 
@@ -155,8 +157,11 @@ func TestSRVPollingRescans(t *testing.T) {
 		if got, want := f.lookups(), []string{at(time.Minute, test1)}; !slices.Equal(got, want) {
 			t.Fatalf("look-ups %v, want %v", got, want)
 		}
-		if got, want := h.take(), "ServerOpening "+srv19+"\nTopologyDescriptionChanged Sharded(2)->Sharded(3)\nMonitorStarted "+srv19; got != want {
+		if got, want := h.take(), "ServerOpening "+srv19+"\nTopologyDescriptionChanged Sharded(2)->Sharded(3)"; got != want {
 			t.Fatalf("after a record was added:\n%s\nwant:\n%s", got, want)
+		}
+		if got := h.takeStarted(); got != srv19 {
+			t.Fatalf("monitors started: %s, want %s", got, srv19)
 		}
 		if got, want := serversOf(h.topo.Description()), srv17+"=Mongos "+srv18+"=Mongos "+srv19+"=Unknown"; got != want {
 			t.Fatalf("servers %s, want %s", got, want)
@@ -167,8 +172,11 @@ func TestSRVPollingRescans(t *testing.T) {
 		f.set(27017, 27019) // 2. a record removed
 		time.Sleep(time.Minute + 5*time.Second)
 		synctest.Wait()
-		if got, want := h.take(), "ServerClosed "+srv18+"\nTopologyDescriptionChanged Sharded(3)->Sharded(2)\nConnectionPoolClosed "+srv18; got != want {
+		if got, want := h.take(), "ServerClosed "+srv18+"\nTopologyDescriptionChanged Sharded(3)->Sharded(2)"; got != want {
 			t.Fatalf("after a record was removed:\n%s\nwant:\n%s", got, want)
+		}
+		if got, want := h.takePools(), "ConnectionPoolClosed "+srv18; !strings.Contains(got, want) {
+			t.Fatalf("pool events after a record was removed:\n%s\nwant %s", got, want)
 		}
 		if _, _, closed := h.monitor(srv18).counts(); closed != 1 {
 			t.Fatalf("the monitor of %s was closed %d times, want once", srv18, closed)

@@ -7,13 +7,15 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/mongopool/mongopool/internal/goid"
+	"github.com/mongopool/mongopool/internal/deliver"
+	"github.com/mongopool/mongopool/internal/ptree"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -29,13 +31,19 @@ const (
 var ErrClosed = errors.New("topology: the topology is closed")
 
 // ServerMonitor is what the topology needs of the monitor of a server (see
-// StartMonitor): to be asked for a check, to cancel the check in progress
-// and to be stopped. None of them may block, nor call the topology back
-// before returning.
+// StartMonitor).
 type ServerMonitor interface {
+	// RequestCheck asks for a check as soon as the monitor may. It never
+	// blocks: the topology calls it under its lock.
 	RequestCheck()
+	// CancelCheck cancels the check in progress, closing its connection.
+	// The topology calls it without its lock.
 	CancelCheck()
+	// Close stops the monitor without waiting for it: nothing is reported
+	// once Done is closed. It never blocks.
 	Close()
+	// Done is closed once the monitor's goroutines have ended.
+	Done() <-chan struct{}
 }
 
 // CheckOutcome is what a monitor's check found: the server's description
@@ -92,20 +100,30 @@ type Config struct {
 	// topology applies the specification's handshake error rules. The pool
 	// starts paused, and the topology marks it ready when a check finds the
 	// server. NewPool is called at most once per server, when a check first
-	// finds it data-bearing (or at once for a load balancer), never under a
-	// lock of the topology's.
+	// finds it data-bearing (or at once for a load balancer or the server of
+	// a Single topology), under the
+	// topology's lock, so that the pool is ready before anyone can select
+	// the server: it must not block, nor call the topology (pool.New
+	// does neither).
 	NewPool func(address string, establishFailed func(error)) (*pool.Pool, error)
 	// StartMonitor starts the monitor of the server at address, which
-	// reports to h. It is not called in a LoadBalanced topology, whose load
+	// reports to h. It is called under the topology's lock: it must not
+	// block, nor call the topology (the monitor reports from a goroutine
+	// of its own). It is not called in a LoadBalanced topology, whose load
 	// balancer is not monitored.
 	StartMonitor func(address string, h MonitorHandler) ServerMonitor
 	// EventHandler, if not nil, receives the SDAM events (the monitors'
-	// heartbeat events among them) in order, one at a time, never under a
-	// lock of the topology's: it may call the Topology back.
+	// heartbeat events among them) in order, one at a time, on a
+	// goroutine of the topology's own: neither the topology, nor its
+	// monitors, nor an operation ever waits for it, and it may call the
+	// Topology back (Close included). Events that come while it is 65,536
+	// events behind are dropped and counted (see EventsDropped).
 	EventHandler func(Event)
 	// Logger, if not nil, receives the SDAM log messages of the logging
 	// specification (component "topology"), at level Debug, for the same
-	// events, in the same order.
+	// events, in the same order, and the server selection messages
+	// (component "serverSelection"), all written on the goroutine that
+	// delivers the events.
 	Logger *slog.Logger
 }
 
@@ -114,13 +132,17 @@ type Config struct {
 // server, with a pool per data-bearing server that the rules clear and mark
 // ready, and server selection over it.
 //
-// Decisions are taken under mu, against the current Description, and their
-// effects (events, pool transitions, monitor requests, publishing the new
-// Description to selection) are carried out outside it, in the order they
-// were taken (see post): a check that found the server cannot mark its pool
-// ready after an error cleared it, and no handler of ours runs under a lock.
-// A server becomes selectable only once its pool is ready: selection reads
-// the Description published after the pool transitions that came with it.
+// Every decision is taken under mu, against the current Description, and
+// carried out there too: the new Description is published to selection (an
+// immutable snapshot, which shares with the one before all that did not
+// change), the pools are made, cleared or marked ready, the events are queued
+// for the delivery goroutine and the monitors are asked for checks, none of
+// which blocks or runs code of the user's. What may block (a monitor or a
+// pool stopped, a check canceled) is done by the goroutine that took the
+// decision once it has released the lock, or by a goroutine of the
+// topology's: no caller ever carries out another's work. A server becomes
+// selectable only once its pool is ready: its pool is made ready before the
+// snapshot that has it is published.
 type Topology struct {
 	id           bson.ObjectID
 	cfg          Config
@@ -128,36 +150,69 @@ type Topology struct {
 	minHeartbeat time.Duration
 
 	published atomic.Pointer[snapshot] // what selection sees
+	// events are the events and log records on their way to the handler
+	// and the logger.
+	events deliver.Queue[delivery]
+	// ctx ends when the topology closes: the SRV poller's look-ups.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts the topology's goroutines (the SRV poller, the closing of
+	// removed servers), which Close waits for.
+	wg sync.WaitGroup
+	// closeDone is closed once Close is done.
+	closeDone chan struct{}
 
 	mu sync.Mutex // protects following fields
-	// desc is the current Description, ahead of the published one by the
-	// effects still queued.
+	// desc is the current Description, published as it changes.
 	desc    Description
-	servers map[string]*Server // the servers of desc
+	servers serverSet // the servers of desc
 	closed  bool
-	// queue holds the effects of decisions not carried out yet, in order;
-	// applying is true while a goroutine carries them out.
-	queue    []func()
-	applying bool
-	applier  uint64 // the goroutine carrying the effects out, while applying
-	// posted and applied count the effects queued and carried out;
-	// appliedCond, on mu, is signalled as applied grows.
-	posted, applied uint64
-	appliedCond     *sync.Cond
 	// poolErr is why Config.NewPool failed, if it did: selection fails
 	// with it, as no server can have a pool.
 	poolErr error
-	// closeDone is closed once Close has carried out its effects.
-	closeDone chan struct{}
+	// retired are the pools of the servers removed (and, after Close, of
+	// all of them) whose events may not all be delivered yet: Flush waits
+	// for them too. A pool leaves the list once its events are out.
+	retired []*pool.Pool
 }
 
-// snapshot is a Description published to selection, with the servers that
-// have a pool. It is never changed: a new one replaces it, and changed is
-// closed then, waking the selections that found no suitable server.
+// serverSet is the topology's servers by address, persistent like a
+// Description's, so that a snapshot keeps them at no cost.
+type serverSet = ptree.Map[*Server, struct{}, noSummary]
+
+// noSummary is the summary of a serverSet: none.
+type noSummary struct{}
+
+func (noSummary) Leaf(string, *Server) struct{}    { return struct{}{} }
+func (noSummary) Join(struct{}, struct{}) struct{} { return struct{}{} }
+
+// snapshot is what selection reads: a Description, with the servers, and
+// why selection cannot succeed at all, if it cannot. It is never changed: a
+// new one replaces it, and changed is closed then, waking the selections
+// that found no suitable server.
 type snapshot struct {
 	desc    Description
-	servers map[string]*Server
+	servers serverSet
+	closed  bool
+	poolErr error
 	changed chan struct{}
+}
+
+// delivery is what the delivery goroutine hands on: an SDAM event, or a log
+// record built where it happened (a server selection's).
+type delivery struct {
+	event  Event
+	record *slog.Record
+	ctx    context.Context // of the record
+}
+
+// effects are what a decision leaves to do once mu is released, by the
+// goroutine that took it: what may block, or wake other goroutines.
+type effects struct {
+	changed []chan struct{} // of the snapshots replaced: closed
+	wake    bool            // the delivery goroutine is to be woken
+	cancel  []ServerMonitor // checks to cancel
+	stopped []*Server       // servers removed: their monitor and pool to close
 }
 
 // New opens a topology: its initial Description from cfg.Settings, the
@@ -180,10 +235,10 @@ func New(cfg Config) (*Topology, error) {
 		cfg:       cfg,
 		timeout:   cfg.ServerSelectionTimeout,
 		desc:      desc,
-		servers:   make(map[string]*Server),
 		closeDone: make(chan struct{}),
 	}
-	t.appliedCond = sync.NewCond(&t.mu)
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.events.Init(0, t.deliver, t.eventsDropped)
 	if t.timeout <= 0 {
 		t.timeout = DefaultServerSelectionTimeout
 	}
@@ -192,16 +247,22 @@ func New(cfg Config) (*Topology, error) {
 		t.minHeartbeat = monitorMinHeartbeat
 	}
 	t.published.Store(&snapshot{desc: desc, changed: make(chan struct{})})
+	var fx effects
 	t.mu.Lock()
-	t.postEventsLocked(events)
-	for _, sd := range desc.Servers() {
-		s := t.addServerLocked(sd.Address)
-		if sd.Type == LoadBalancer {
-			t.postLocked(func() { t.readyPool(s) })
+	t.queueEventsLocked(events, &fx)
+	for c := desc.servers.Cursor(); c.Next(); {
+		s := t.addServerLocked(c.Key())
+		switch {
+		case c.Value().Type == LoadBalancer:
+			t.wantPoolLocked(s)
+		case desc.Type == Single:
+			// The one server's pool exists from the start, paused
+			// until a check finds the server.
+			t.poolLocked(s)
 		}
 	}
-	t.publishLocked()
-	t.unlockAndApply()
+	t.publishLocked(&fx)
+	t.unlock(&fx)
 	return t, nil
 }
 
@@ -212,113 +273,179 @@ func (t *Topology) ID() bson.ObjectID { return t.id }
 func (t *Topology) Description() Description { return t.published.Load().desc }
 
 // Server returns the server at address, if it is in the topology with a
-// pool.
+// pool (which may be paused: selection waits for it to be ready).
 func (t *Topology) Server(address string) (*Server, bool) {
-	s, ok := t.published.Load().servers[address]
-	return s, ok
+	s, ok := t.published.Load().servers.Get(address)
+	if !ok || s.pool.Load() == nil {
+		return nil, false
+	}
+	return s, true
 }
 
-// addServerLocked adds the server at address, with its monitor (started by
-// an effect, outside the lock).
+// Err returns why selection cannot succeed at all, nil while it can: ErrClosed
+// once the topology is closed, or why a server's pool could not be made.
+func (t *Topology) Err() error { return t.published.Load().unusable() }
+
+// Flush returns once the event handler and the logger have had every event
+// and log record the topology queued before the call, and the pools' event
+// handlers every event of the pools of the topology's servers (those removed,
+// and after Close all of them, included), or with ctx's error when ctx ends
+// first. Called from an event handler, it waits until
+// ctx ends.
+func (t *Topology) Flush(ctx context.Context) error {
+	if err := t.events.Wait(ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	pools := slices.Clone(t.retired)
+	t.mu.Unlock()
+	for c := t.published.Load().servers.Cursor(); c.Next(); {
+		if p := c.Value().pool.Load(); p != nil {
+			pools = append(pools, p)
+		}
+	}
+	for _, p := range pools {
+		if err := p.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EventsDropped returns the number of events (and log records) the event
+// handler and the logger never got, because they were 65,536 events behind
+// when the events came.
+func (t *Topology) EventsDropped() uint64 { return t.events.Dropped() }
+
+// unlock releases mu, then carries out fx: the effects of the decisions its
+// caller took under it, and no one else's.
+func (t *Topology) unlock(fx *effects) {
+	t.mu.Unlock()
+	for _, ch := range fx.changed {
+		close(ch)
+	}
+	if fx.wake {
+		t.events.Wake()
+	}
+	for _, m := range fx.cancel {
+		m.CancelCheck()
+	}
+	for _, s := range fx.stopped {
+		go s.stop()
+	}
+}
+
+// addServerLocked adds the server at address, with its monitor.
 func (t *Topology) addServerLocked(address string) *Server {
-	s := &Server{topo: t, address: address, staleBelow: make(map[pool.ServiceID]uint64)}
-	t.servers[address] = s
+	s := &Server{topo: t, address: address}
+	t.servers = t.servers.Set(address, s)
 	t.startMonitorLocked(s)
 	return s
 }
 
-// startMonitorLocked queues the start of the monitor of s.
+// startMonitorLocked starts the monitor of s.
 func (t *Topology) startMonitorLocked(s *Server) {
-	address := s.address
-	if t.cfg.StartMonitor != nil && t.desc.Type != LoadBalanced {
-		t.postLocked(func() {
-			m := t.cfg.StartMonitor(address, MonitorHandler{
-				Checked: func(o CheckOutcome) bool { return t.checked(s, o) },
-				Event:   t.monitorEvent,
-			})
-			t.mu.Lock()
-			if s.removed {
-				t.mu.Unlock()
-				m.Close()
-				return
-			}
-			s.monitor = m
-			t.mu.Unlock()
-		})
+	if t.cfg.StartMonitor == nil || t.desc.Type == LoadBalanced {
+		return
 	}
+	m := t.cfg.StartMonitor(s.address, MonitorHandler{
+		Checked: func(o CheckOutcome) bool { return t.checked(s, o) },
+		Event:   func(e Event) { t.monitorEvent(s, e) },
+	})
+	s.monitor.Store(&m)
 }
 
 // checked applies the outcome of a check of s by its monitor.
 func (t *Topology) checked(s *Server, o CheckOutcome) bool {
+	var fx effects
 	t.mu.Lock()
 	if t.closed || s.removed || o.stale() {
-		t.mu.Unlock()
+		t.unlock(&fx)
 		return false
 	}
 	again := false
 	if o.Err == nil {
-		t.applyLocked(o.Server)
+		t.applyLocked(o.Server, &fx)
 	} else {
 		d := t.desc.DecideCheckError(s.address, o.Kind, o.Err)
-		t.carryOutLocked(s, d, nil)
+		t.carryOutLocked(s, d, nil, &fx)
 		again = d.CheckAgainNow
 	}
-	t.unlockAndApply()
+	t.unlock(&fx)
 	return again
 }
 
-// applyLocked applies a server description to the topology and queues what
-// follows: the events, the pool made ready when the server is found
+// applyLocked applies a server description to the topology and carries out
+// what follows: the events, the pool made ready when the server is found
 // data-bearing, monitors started and servers removed, checks asked for.
-func (t *Topology) applyLocked(sd ServerDescription) Update {
+func (t *Topology) applyLocked(sd ServerDescription, fx *effects) Update {
 	u := t.desc.Apply(sd)
 	if u.Applied {
-		t.applyUpdateLocked(u)
+		t.applyUpdateLocked(u, fx)
 	}
 	return u
 }
 
-// applyUpdateLocked makes u's Description the topology's and queues what
-// follows: the pool of u's server made ready when the server was found
-// data-bearing, monitors started for the servers added, the new state
-// published, the events, the servers removed stopped, and the checks asked
-// for.
-func (t *Topology) applyUpdateLocked(u Update) {
+// applyUpdateLocked makes u's Description the topology's and carries out
+// what follows: the pool of u's server made ready when the server was found
+// data-bearing, servers added and removed, the new state published, the
+// events queued, the monitors of the servers added started, and the checks
+// asked for. Its work is proportional to what u changed.
+func (t *Topology) applyUpdateLocked(u Update, fx *effects) {
 	t.desc = u.Description
 	// The servers' new state (pools made ready, servers added and
 	// removed) is published before the events that tell of it: a handler
 	// that learns of a change and selects a server sees the change.
-	var removed []*Server
 	for _, a := range u.Removed {
-		if s := t.servers[a]; s != nil {
-			delete(t.servers, a)
-			s.removed = true
-			removed = append(removed, s)
+		if s, ok := t.servers.Get(a); ok {
+			t.servers = t.servers.Delete(a)
+			t.removeLocked(s, fx)
 		}
 	}
 	added := make([]*Server, 0, len(u.Added))
 	for _, a := range u.Added {
-		s := &Server{topo: t, address: a, staleBelow: make(map[pool.ServiceID]uint64)}
-		t.servers[a] = s
+		s := &Server{topo: t, address: a}
+		t.servers = t.servers.Set(a, s)
 		added = append(added, s)
 	}
-	if s, ok := t.servers[u.Address]; ok && poolReadyAfter(u.Server, t.desc.Type) {
-		t.postLocked(func() { t.readyPool(s) })
+	if s, ok := t.servers.Get(u.Address); ok && poolReadyAfter(u.Server, t.desc.Type) {
+		t.wantPoolLocked(s)
 	}
-	t.publishLocked()
-	t.postEventsLocked(u.Events(t.id))
+	t.publishLocked(fx)
+	t.queueEventsLocked(u.Events(t.id), fx)
 	// The monitors of the servers added start after their ServerOpening.
 	for _, s := range added {
 		t.startMonitorLocked(s)
 	}
-	for _, s := range removed {
-		t.postLocked(s.stop)
-	}
 	for _, a := range u.CheckNow {
-		if s, ok := t.servers[a]; ok {
-			t.postLocked(s.RequestCheck)
+		if s, ok := t.servers.Get(a); ok {
+			s.RequestCheck()
 		}
 	}
+}
+
+// removeLocked marks s removed: its monitor and pool are closed once the
+// lock is released, on a goroutine of the topology's.
+func (t *Topology) removeLocked(s *Server, fx *effects) {
+	s.removed = true
+	t.wg.Add(1) // under the lock, before Close can wait
+	fx.stopped = append(fx.stopped, s)
+	t.retireLocked(s)
+}
+
+// retireLocked keeps the pool of s, if it has one, for Flush, and forgets
+// the pools retired before whose events are all out.
+func (t *Topology) retireLocked(s *Server) {
+	t.retired = slices.DeleteFunc(t.retired, delivered)
+	if p := s.pool.Load(); p != nil {
+		t.retired = append(t.retired, p)
+	}
+}
+
+// delivered reports whether p is closed and its events all delivered.
+func delivered(p *pool.Pool) bool {
+	st := p.Stats()
+	return st.State == "closed" && st.EventsPending == 0
 }
 
 // poolReadyAfter reports whether a check that found sd makes its pool ready:
@@ -330,80 +457,73 @@ func poolReadyAfter(sd ServerDescription, tt TopologyType) bool {
 	return sd.Type.DataBearing() || tt == Single
 }
 
-// stop stops the monitor of a removed server and closes its pool. It runs as
-// an effect.
+// wantPoolLocked makes the pool of s ready, making it first if s has none:
+// before the new state is published, so that a server is selectable only
+// with a ready pool, and a handler that hears of it finds it so.
+func (t *Topology) wantPoolLocked(s *Server) {
+	if p := t.poolLocked(s); p != nil {
+		p.Ready()
+	}
+}
+
+// poolLocked returns the pool of s, making it if s has none; nil if it
+// cannot be made (selection then fails with why).
+func (t *Topology) poolLocked(s *Server) *pool.Pool {
+	if p := s.pool.Load(); p != nil {
+		return p
+	}
+	p, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(s, err) })
+	if err != nil {
+		t.poolErr = fmt.Errorf("topology: cannot make the pool of %s: %w", s.address, err)
+		return nil
+	}
+	s.pool.Store(p)
+	return p
+}
+
+// stop stops the monitor of a removed server and closes its pool. It runs on
+// a goroutine of its own, which Close waits for.
 func (s *Server) stop() {
-	s.topo.mu.Lock()
-	m := s.monitor
-	s.topo.mu.Unlock()
-	if m != nil {
-		m.Close()
+	defer s.topo.wg.Done()
+	if m := s.monitor.Load(); m != nil {
+		(*m).Close()
+		<-(*m).Done()
 	}
 	if p := s.pool.Load(); p != nil {
 		p.Close()
 	}
 }
 
-// readyPool marks the pool of s ready, making it first if it has none. It
-// runs as an effect, on the goroutine that carries them out.
-func (t *Topology) readyPool(s *Server) {
-	p := s.pool.Load()
-	if p == nil {
-		t.mu.Lock()
-		gone := s.removed || t.closed
-		t.mu.Unlock()
-		if gone {
-			return
-		}
-		np, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(s, err) })
-		if err != nil {
-			t.mu.Lock()
-			t.poolErr = fmt.Errorf("topology: cannot make the pool of %s: %w", s.address, err)
-			t.mu.Unlock()
-			return
-		}
-		s.pool.Store(np)
-		p = np
-	}
-	p.Ready()
-}
-
-// carryOutLocked queues the effects of a decision about s: the server marked
-// Unknown, its pool cleared, its monitor's check canceled or asked for.
-func (t *Topology) carryOutLocked(s *Server, d Decision, cause error) {
+// carryOutLocked carries out a decision about s: the server marked Unknown,
+// its pool cleared, its monitor's check canceled or asked for.
+func (t *Topology) carryOutLocked(s *Server, d Decision, cause error, fx *effects) {
 	if d.MarkUnknown {
-		t.applyLocked(d.Server)
+		t.applyLocked(d.Server, fx)
 	}
 	if d.Clear {
-		svc := pool.ServiceID{}
-		if d.ServiceID != nil {
-			svc = pool.ServiceID(*d.ServiceID)
-		}
-		// Errors of connections made before this clear are stale from now
-		// on, even before the pool has carried it out.
 		if p := s.pool.Load(); p != nil {
-			s.staleBelow[svc] = max(s.staleBelow[svc], p.Generation(svc)+1)
-		}
-		if cause == nil {
-			cause = d.Server.Error
-		}
-		o := pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc}
-		t.postLocked(func() {
-			if p := s.pool.Load(); p != nil {
-				p.Clear(o)
+			svc := pool.ServiceID{}
+			if d.ServiceID != nil {
+				svc = pool.ServiceID(*d.ServiceID)
 			}
-		})
+			if cause == nil {
+				cause = d.Server.Error
+			}
+			p.Clear(pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc})
+		}
 	}
 	if d.CancelCheck {
-		// The check under way is stale from now on, even if it ends
-		// before the effect below closes its connection.
-		if m, ok := s.monitor.(cancelable); ok {
-			m.markStale()
+		if m := s.monitor.Load(); m != nil {
+			// The check under way is stale from now on, even if it ends
+			// before the cancellation closes its connection.
+			if c, ok := (*m).(cancelable); ok {
+				c.markStale()
+			}
+			fx.cancel = append(fx.cancel, *m)
 		}
-		t.postLocked(s.cancelCheck)
 	}
 	if d.RequestCheck {
-		t.postLocked(s.RequestCheck)
+		s.RequestCheck()
 	}
 }
 
@@ -411,196 +531,169 @@ func (t *Topology) carryOutLocked(s *Server, d Decision, cause error) {
 // operation met on the server at e.Address: the server may be marked
 // Unknown, its pool cleared, its monitor asked for a check. It returns the
 // decision taken (the zero Decision, with a Reason, when the error was
-// ignored), once the decision and every change before it are published to
-// selection, so that a retry does not select the server as it was.
+// ignored), with the decision published to selection, so that a retry does
+// not select the server as it was. It never waits for anything but the
+// topology's lock, which is held for work proportional to the change.
 func (t *Topology) HandleError(e AppError) Decision {
+	var fx effects
 	t.mu.Lock()
-	s := t.servers[e.Address]
-	if t.closed || s == nil {
-		t.mu.Unlock()
+	s, ok := t.servers.Get(e.Address)
+	if t.closed || !ok {
+		t.unlock(&fx)
 		return Decision{Reason: "the server is not in the topology"}
 	}
-	d := t.desc.DecideAppError(s.generationLocked(e.ServiceID), e)
-	t.carryOutLocked(s, d, e.Err)
-	t.unlockAndApplyAll()
+	d := t.desc.DecideAppError(s.generation(e.ServiceID), e)
+	t.carryOutLocked(s, d, e.Err, &fx)
+	t.unlock(&fx)
 	return d
 }
 
 // establishFailed is the establish-error handler of the pool of s.
 func (t *Topology) establishFailed(s *Server, err error) {
-	e := EstablishError(s.address, err)
-	t.HandleError(e)
+	t.HandleError(EstablishError(s.address, err))
 }
 
-// monitorEvent publishes a monitor's heartbeat event, in order with the rest.
-func (t *Topology) monitorEvent(e Event) {
+// monitorEvent queues a monitor's heartbeat event, in order with the rest,
+// unless its server was removed meanwhile.
+func (t *Topology) monitorEvent(s *Server, e Event) {
 	if !t.listening() {
 		return
 	}
+	var fx effects
 	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return
+	if !t.closed && !s.removed {
+		t.queueEventsLocked([]Event{e}, &fx)
 	}
-	t.postLocked(func() { t.publish(e) })
-	t.unlockAndApply()
+	t.unlock(&fx)
 }
 
 // RequestCheck asks every monitor for a check as soon as it may: a selection
-// found no suitable server.
-func (t *Topology) RequestCheck() {
-	t.mu.Lock()
-	servers := make([]*Server, 0, len(t.servers))
-	for _, s := range t.servers {
-		servers = append(servers, s)
-	}
-	t.mu.Unlock()
-	for _, s := range servers {
-		s.RequestCheck()
+// found no suitable server. It takes no lock: it asks the servers of the
+// published snapshot.
+func (t *Topology) RequestCheck() { t.published.Load().requestChecks() }
+
+// requestChecks asks the monitor of every server of snap for a check.
+func (snap *snapshot) requestChecks() {
+	for c := snap.servers.Cursor(); c.Next(); {
+		c.Value().RequestCheck()
 	}
 }
 
 // Close closes the topology: the monitors are stopped, the pools closed, and
-// the closing events published (a ServerClosed per server, a
-// TopologyDescriptionChanged, TopologyClosed). It returns once all that is
-// done, except when called from an event handler (or a pool's handler) the
-// topology runs: the closing then completes after the handler returns. Later
-// calls wait for the first one's closing likewise.
+// the closing events queued (a ServerClosed per server, a
+// TopologyDescriptionChanged, TopologyClosed). It returns once the
+// topology's goroutines, its monitors' and its pools' have ended. It does not
+// wait for the event handler, which gets the closing events after Close
+// returns: a handler may call Close. Later calls wait for the first one's
+// closing.
 func (t *Topology) Close() error {
+	var fx effects
 	t.mu.Lock()
 	if t.closed {
-		t.unlockAndWaitClosed()
+		t.unlock(&fx)
+		<-t.closeDone
 		return nil
 	}
 	t.closed = true
 	desc, events := Close(t.id, t.desc)
 	t.desc = desc
-	servers := t.servers
-	t.servers = map[string]*Server{}
-	for _, s := range servers {
-		s.removed = true
-		m := s.monitor
-		t.postLocked(func() {
-			if m != nil {
-				m.Close()
-			}
-			if p := s.pool.Load(); p != nil {
-				p.Close()
-			}
-		})
+	var servers []*Server
+	for c := t.servers.Cursor(); c.Next(); {
+		c.Value().removed = true
+		servers = append(servers, c.Value())
+		t.retireLocked(c.Value())
 	}
-	t.publishLocked()
-	t.postEventsLocked(events)
-	t.postLocked(func() { close(t.closeDone) })
-	t.unlockAndApply()
-	t.mu.Lock()
-	t.unlockAndWaitClosed()
+	t.servers = serverSet{}
+	t.publishLocked(&fx)
+	t.queueEventsLocked(events, &fx)
+	if t.events.Close() {
+		fx.wake = true
+	}
+	t.unlock(&fx)
+	t.cancel()
+	// Everything is told to stop first, then waited for: the monitors
+	// and pools end together, not one after the other.
+	for _, s := range servers {
+		if m := s.monitor.Load(); m != nil {
+			(*m).Close()
+		}
+	}
+	var closing sync.WaitGroup
+	for _, s := range servers {
+		if p := s.pool.Load(); p != nil {
+			closing.Go(func() { p.Close() })
+		}
+	}
+	for _, s := range servers {
+		if m := s.monitor.Load(); m != nil {
+			<-(*m).Done()
+		}
+	}
+	closing.Wait()
+	t.wg.Wait()
+	close(t.closeDone)
 	return nil
 }
 
-// unlockAndWaitClosed unlocks mu and waits for the closing's effects, unless
-// the calling goroutine is the one carrying them out.
-func (t *Topology) unlockAndWaitClosed() {
-	self := t.applying && t.applier == goid.Current()
-	t.mu.Unlock()
-	if !self {
-		<-t.closeDone
-	}
-}
-
-// postEventsLocked queues the events.
-func (t *Topology) postEventsLocked(events []Event) {
+// queueEventsLocked queues the events for the handler and the logger, in
+// order.
+func (t *Topology) queueEventsLocked(events []Event, fx *effects) {
 	if !t.listening() {
 		return
 	}
 	for _, e := range events {
-		t.postLocked(func() { t.publish(e) })
+		if t.events.Push(delivery{event: e}) {
+			fx.wake = true
+		}
 	}
 }
 
-// publishLocked queues the publishing of the current Description, with the
-// servers that have a pool by then.
-func (t *Topology) publishLocked() {
-	desc := t.desc
-	servers := make([]*Server, 0, len(t.servers))
-	for _, s := range t.servers {
-		servers = append(servers, s)
+// queueRecord queues a log record built where it happened.
+func (t *Topology) queueRecord(ctx context.Context, r slog.Record) {
+	if t.events.Push(delivery{record: &r, ctx: context.WithoutCancel(ctx)}) {
+		t.events.Wake()
 	}
-	t.postLocked(func() {
-		next := &snapshot{desc: desc, servers: make(map[string]*Server, len(servers)), changed: make(chan struct{})}
-		for _, s := range servers {
-			if s.pool.Load() != nil {
-				next.servers[s.address] = s
-			}
-		}
-		prev := t.published.Swap(next)
-		close(prev.changed)
-	})
+}
+
+// publishLocked publishes the current Description, with the servers, to
+// selection.
+func (t *Topology) publishLocked(fx *effects) {
+	next := &snapshot{desc: t.desc, servers: t.servers, closed: t.closed, poolErr: t.poolErr, changed: make(chan struct{})}
+	prev := t.published.Swap(next)
+	fx.changed = append(fx.changed, prev.changed)
 }
 
 // listening reports whether anyone receives the events: an event handler
 // or a logger. Events are not even built otherwise.
 func (t *Topology) listening() bool { return t.cfg.EventHandler != nil || t.cfg.Logger != nil }
 
-// publish delivers an event to the handler and the logger: the one place
-// events go through.
-func (t *Topology) publish(e Event) {
-	// The log message first: a handler that waits for the event may look
-	// for the message next.
-	if t.cfg.Logger != nil {
-		logEvent(t.cfg.Logger, t.id, e)
-	}
-	if t.cfg.EventHandler != nil {
-		t.cfg.EventHandler(e)
-	}
-}
-
-// postLocked queues an effect, carried out by unlockAndApply.
-func (t *Topology) postLocked(fn func()) {
-	t.queue = append(t.queue, fn)
-	t.posted++
-}
-
-// unlockAndApply unlocks mu and carries out the queued effects in order,
-// unless another goroutine is doing so: it will carry these out too.
-func (t *Topology) unlockAndApply() {
-	if t.applying {
-		t.mu.Unlock()
+// deliver hands an event to the logger and the handler, or a record to the
+// logger: on the delivery goroutine, in the order they were queued.
+func (t *Topology) deliver(d delivery) {
+	l := t.cfg.Logger
+	if d.record != nil {
+		if h := l.Handler(); h.Enabled(d.ctx, d.record.Level) {
+			h.Handle(d.ctx, *d.record)
+		}
 		return
 	}
-	t.applying = true
-	t.applier = goid.Current()
-	for len(t.queue) > 0 {
-		q := t.queue
-		t.queue = nil
-		t.mu.Unlock()
-		for _, fn := range q {
-			fn()
-		}
-		t.mu.Lock()
-		t.applied += uint64(len(q))
-		t.appliedCond.Broadcast()
+	// The log message first: a handler that waits for the event may look
+	// for the message next.
+	if l != nil {
+		logEvent(l, t.id, d.event)
 	}
-	t.applying, t.applier = false, 0
-	t.mu.Unlock()
+	if t.cfg.EventHandler != nil {
+		t.cfg.EventHandler(d.event)
+	}
 }
 
-// unlockAndApplyAll is unlockAndApply that returns only once every effect
-// queued so far is carried out, even by another goroutine: an operation
-// that reported an error and retries must select among servers that the
-// decision, and the checks before it, have been applied to. It does not
-// wait when its caller is the goroutine carrying the effects out (a handler
-// that reported an error): that would be waiting for itself.
-func (t *Topology) unlockAndApplyAll() {
-	target := t.posted
-	t.unlockAndApply()
-	t.mu.Lock()
-	if t.applied < target && !(t.applying && t.applier == goid.Current()) {
-		for t.applied < target {
-			t.appliedCond.Wait()
-		}
+// eventsDropped tells the logger that events were dropped.
+func (t *Topology) eventsDropped(n uint64) {
+	if l := t.cfg.Logger; l != nil {
+		l.LogAttrs(context.Background(), slog.LevelWarn,
+			"mongopool: topology events dropped: the event handler or the logger is slower than the topology",
+			slog.String("component", componentTopology), slog.String("topologyId", t.id.Hex()), slog.Uint64("dropped", n))
 	}
-	t.mu.Unlock()
 }
 
 // Server is one server of a Topology: its address, its pool, and the count of
@@ -609,15 +702,12 @@ type Server struct {
 	topo    *Topology
 	address string
 	pool    atomic.Pointer[pool.Pool]
+	monitor atomic.Pointer[ServerMonitor] // set once, when it starts
 	// inProgress counts the operations selected on the server and not done.
 	inProgress atomic.Int64
 
 	// Fields protected by topo.mu:
-	monitor ServerMonitor
 	removed bool
-	// staleBelow holds, by service, the generation below which errors are
-	// stale because of clears decided but maybe not carried out yet.
-	staleBelow map[pool.ServiceID]uint64
 }
 
 // Address returns the server's address.
@@ -638,35 +728,24 @@ func (s *Server) HandleError(e AppError) Decision {
 	return s.topo.HandleError(e)
 }
 
-func (s *Server) generationLocked(svcID *bson.ObjectID) uint64 {
+// generation returns the generation of the pool of s, or of its service
+// svcID in load-balanced mode; 0 without a pool.
+func (s *Server) generation(svcID *bson.ObjectID) uint64 {
 	svc := pool.ServiceID{}
 	if svcID != nil {
 		svc = pool.ServiceID(*svcID)
 	}
-	gen := s.staleBelow[svc]
 	if p := s.pool.Load(); p != nil {
-		gen = max(gen, p.Generation(svc))
+		return p.Generation(svc)
 	}
-	return gen
+	return 0
 }
 
 // RequestCheck asks the server's monitor for a check as soon as it may: an
-// operation found its pool paused.
+// operation found its pool paused. It never blocks.
 func (s *Server) RequestCheck() {
-	s.topo.mu.Lock()
-	m := s.monitor
-	s.topo.mu.Unlock()
-	if m != nil {
-		m.RequestCheck()
-	}
-}
-
-func (s *Server) cancelCheck() {
-	s.topo.mu.Lock()
-	m := s.monitor
-	s.topo.mu.Unlock()
-	if m != nil {
-		m.CancelCheck()
+	if m := s.monitor.Load(); m != nil {
+		(*m).RequestCheck()
 	}
 }
 
@@ -694,7 +773,7 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 	for {
 		snap := t.published.Load()
 		logs.started(snap.desc)
-		if err := t.unusable(); err != nil {
+		if err := snap.unusable(); err != nil {
 			return nil, logs.failed(snap.desc, err)
 		}
 		candidates, err := sel(snap.desc, buf[:0])
@@ -710,14 +789,16 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 			timer = time.NewTimer(t.timeout)
 			defer timer.Stop()
 			// While no server is suitable, the monitors are asked for a
-			// check every minHeartbeatFrequencyMS: a request that came
-			// while a check was under way was ignored.
+			// check now and every minHeartbeatFrequencyMS (a request
+			// that came while a check was under way was ignored), not at
+			// every change: a change comes from a check.
 			recheck = time.NewTicker(t.minHeartbeat)
 			defer recheck.Stop()
+			snap.requestChecks()
 		}
-		t.RequestCheck()
 		select {
 		case <-recheck.C:
+			t.published.Load().requestChecks()
 		case <-snap.changed:
 		case <-ctx.Done():
 			e := &SelectionError{Description: t.published.Load().desc, Err: ctx.Err(), Waited: time.Since(start)}
@@ -731,13 +812,11 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 
 // unusable returns why selection cannot succeed, if it cannot: the topology
 // is closed, or its pools cannot be made.
-func (t *Topology) unusable() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+func (snap *snapshot) unusable() error {
+	if snap.closed {
 		return ErrClosed
 	}
-	return t.poolErr
+	return snap.poolErr
 }
 
 // pickServer picks among candidates those that have a pool, two at random,
@@ -749,8 +828,8 @@ func pickServer(snap *snapshot, candidates []ServerDescription) *Server {
 	if i < 0 {
 		return nil
 	}
-	s := snap.servers[candidates[i].Address]
-	if s == nil {
+	s, ok := snap.servers.Get(candidates[i].Address)
+	if !ok || s.pool.Load() == nil {
 		return nil
 	}
 	s.inProgress.Add(1)
@@ -758,9 +837,9 @@ func pickServer(snap *snapshot, candidates []ServerDescription) *Server {
 }
 
 // inProgress returns the operations in progress on the server at address,
-// or math.MaxInt64 when it has no pool in this snapshot.
+// or math.MaxInt64 when it has no pool.
 func (snap *snapshot) inProgress(address string) int64 {
-	if s := snap.servers[address]; s != nil {
+	if s, ok := snap.servers.Get(address); ok && s.pool.Load() != nil {
 		return s.inProgress.Load()
 	}
 	return math.MaxInt64
@@ -795,22 +874,42 @@ func (e *SelectionError) Error() string {
 	return "server selection failed: " + why + "; topology: " + e.Description.Summary()
 }
 
-// Unwrap returns the context's or the selector's error.
-func (e *SelectionError) Unwrap() error { return e.Err }
+// Unwrap returns the context's or the selector's error, if any, then the last
+// errors of the servers (at most maxShownServers of them, by address), so
+// that errors.Is and errors.As find why the servers could not be used: a
+// refused connection, a server's error to the monitor's hello, a failed
+// authentication.
+func (e *SelectionError) Unwrap() []error {
+	var errs []error
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	for c := e.Description.servers.Cursor(); c.Next() && len(errs) < maxShownServers+1; {
+		if err := c.Value().Error; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
 
 // failedMonitor is the monitor of a server that cannot be monitored at all:
 // it reports its error once, as a failed check, when started.
-type failedMonitor struct{}
+type failedMonitor struct{ done chan struct{} }
 
-func (failedMonitor) RequestCheck() {}
-func (failedMonitor) CancelCheck()  {}
-func (failedMonitor) Close()        {}
+func (failedMonitor) RequestCheck()           {}
+func (failedMonitor) CancelCheck()            {}
+func (failedMonitor) Close()                  {}
+func (m failedMonitor) Done() <-chan struct{} { return m.done }
 
 // StartFailedMonitor returns a monitor for the server at address that cannot
 // check it because of err (settings that cannot apply to it): err is
 // reported as a failed check, so that the server stays Unknown with err as
 // its error, which server selection errors tell.
 func StartFailedMonitor(address string, err error, h MonitorHandler) ServerMonitor {
-	go h.Checked(CheckOutcome{Err: fmt.Errorf("cannot monitor %s: %w", address, err), Kind: KindCommand})
-	return failedMonitor{}
+	m := failedMonitor{done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		h.Checked(CheckOutcome{Err: fmt.Errorf("cannot monitor %s: %w", address, err), Kind: KindCommand})
+	}()
+	return m
 }

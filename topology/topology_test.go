@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -38,6 +39,11 @@ func (m *fakeMonitor) RequestCheck() { m.mu.Lock(); m.requested++; m.mu.Unlock()
 func (m *fakeMonitor) CancelCheck()  { m.mu.Lock(); m.canceled++; m.mu.Unlock() }
 func (m *fakeMonitor) Close()        { m.mu.Lock(); m.close++; m.mu.Unlock() }
 
+// Done is closed at once: a fake monitor has no goroutine.
+func (m *fakeMonitor) Done() <-chan struct{} { return closedChan }
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 func (m *fakeMonitor) counts() (requested, canceled, closed int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -58,21 +64,29 @@ func (connector) Connect(_ context.Context, a *pool.Attempt) (pool.Link, error) 
 }
 
 // harness is a Topology with fake monitors and pools of fake connections,
-// recording the events of the topology and of the pools in one list.
+// recording the events of the topology in one list, and those of the pools
+// (delivered by goroutines of their own, in no order with the topology's) in
+// another. A ServerDescriptionChanged to a data-bearing server is recorded
+// with " (ready)" when, as the handler sees it, the server is selectable with
+// a ready pool: the topology publishes a change before the events that tell
+// of it.
 type harness struct {
 	t    *testing.T
 	topo *Topology
 
 	mu       sync.Mutex
 	monitors map[string]*fakeMonitor
+	started  []string // the monitors started, in order
 	pools    map[string]*pool.Pool
 	events   []string
+	poolLog  []string
 	onEvent  func(Event)
 }
 
 func newHarness(t *testing.T, s Settings) *harness {
 	t.Helper()
 	h := &harness{t: t, monitors: map[string]*fakeMonitor{}, pools: map[string]*pool.Pool{}}
+	made := make(chan struct{}) // h.topo is set: the handler may run before New returns
 	topo, err := New(Config{
 		Settings:               s,
 		ServerSelectionTimeout: 50 * time.Millisecond,
@@ -84,7 +98,9 @@ func newHarness(t *testing.T, s Settings) *harness {
 				pool.WithEventHandler(func(e pool.Event) {
 					switch e.Type {
 					case pool.PoolCreated, pool.PoolReady, pool.PoolCleared, pool.PoolClosed:
-						h.record(fmt.Sprintf("%v %s", e.Type, e.Address))
+						h.mu.Lock()
+						h.poolLog = append(h.poolLog, fmt.Sprintf("%v %s", e.Type, e.Address))
+						h.mu.Unlock()
 					}
 				}))
 			if err == nil {
@@ -98,12 +114,19 @@ func newHarness(t *testing.T, s Settings) *harness {
 			m := &fakeMonitor{address: address, h: mh}
 			h.mu.Lock()
 			h.monitors[address] = m
+			h.started = append(h.started, address)
 			h.mu.Unlock()
-			h.record("MonitorStarted " + address)
 			return m
 		},
 		EventHandler: func(e Event) {
-			h.record(eventString(e))
+			<-made
+			line := eventString(e)
+			if sdc, ok := e.(*ServerDescriptionChanged); ok && sdc.New.Type.DataBearing() {
+				if s, ok := h.topo.Server(sdc.Address); ok && s.Pool().Stats().State == "ready" {
+					line += " (ready)"
+				}
+			}
+			h.record(line)
 			h.mu.Lock()
 			fn := h.onEvent
 			h.mu.Unlock()
@@ -116,6 +139,7 @@ func newHarness(t *testing.T, s Settings) *harness {
 		t.Fatal(err)
 	}
 	h.topo = topo
+	close(made)
 	t.Cleanup(func() { topo.Close() })
 	return h
 }
@@ -126,12 +150,47 @@ func (h *harness) record(s string) {
 	h.mu.Unlock()
 }
 
-// take returns the events recorded since the last call.
+// flush waits for the events so far to be delivered.
+func (h *harness) flush() {
+	h.t.Helper()
+	if err := h.topo.Flush(ctx(h.t)); err != nil {
+		h.t.Fatalf("the events were not delivered: %v", err)
+	}
+}
+
+// take returns the topology's events recorded since the last call.
 func (h *harness) take() string {
+	h.t.Helper()
+	h.flush()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := strings.Join(h.events, "\n")
 	h.events = nil
+	return s
+}
+
+// takePools returns the pools' events recorded since the last call, one pool
+// after the other, each pool's in order.
+func (h *harness) takePools() string {
+	h.t.Helper()
+	h.flush()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lines := slices.Clone(h.poolLog)
+	slices.SortStableFunc(lines, func(a, b string) int {
+		return strings.Compare(a[strings.LastIndexByte(a, ' '):], b[strings.LastIndexByte(b, ' '):])
+	})
+	h.poolLog = nil
+	return strings.Join(lines, "\n")
+}
+
+// takeStarted returns the addresses of the monitors started since the last
+// call, in order.
+func (h *harness) takeStarted() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.started, " ")
+	h.started = nil
 	return s
 }
 
@@ -195,25 +254,29 @@ func ctx(t *testing.T) context.Context {
 // data-bearing server as its check finds it, before selection can pick it.
 func TestDiscoveryMakesPoolsReady(t *testing.T) {
 	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
-	if got := h.take(); got != "TopologyOpening\nTopologyDescriptionChanged Unknown(0)->Unknown(1)\nServerOpening a:1\nMonitorStarted a:1" {
+	if got := h.take(); got != "TopologyOpening\nTopologyDescriptionChanged Unknown(0)->Unknown(1)\nServerOpening a:1" {
 		t.Fatalf("opening:\n%s", got)
+	}
+	if got := h.takeStarted(); got != "a:1" {
+		t.Fatalf("monitors started: %s", got)
 	}
 	h.check("a:1", primaryHello("a:1", "b:1", "c:1"))
 	// The pool is ready, and the new state published, before the events
-	// that tell of it; the monitors of the servers added start after
-	// their ServerOpening.
+	// that tell of it.
 	want := strings.Join([]string{
-		"ConnectionPoolCreated a:1",
-		"ConnectionPoolReady a:1",
-		"ServerDescriptionChanged a:1 Unknown->RSPrimary",
+		"ServerDescriptionChanged a:1 Unknown->RSPrimary (ready)",
 		"ServerOpening b:1",
 		"ServerOpening c:1",
 		"TopologyDescriptionChanged Unknown(1)->ReplicaSetWithPrimary(3)",
-		"MonitorStarted b:1",
-		"MonitorStarted c:1",
 	}, "\n")
 	if got := h.take(); got != want {
 		t.Fatalf("after the primary's check:\n%s\nwant:\n%s", got, want)
+	}
+	if got := h.takePools(); got != "ConnectionPoolCreated a:1\nConnectionPoolReady a:1" {
+		t.Fatalf("pool events:\n%s", got)
+	}
+	if got := h.takeStarted(); got != "b:1 c:1" {
+		t.Fatalf("monitors started: %s", got)
 	}
 	s, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary))
 	if err != nil {
@@ -272,12 +335,23 @@ func TestRemovedServerIsClosed(t *testing.T) {
 	h.check("a:1", primaryHello("a:1", "b:1"))
 	h.check("b:1", secondaryHello("a:1", "b:1"))
 	h.take()
+	h.takePools()
 	h.check("a:1", primaryHello("a:1"))
-	got := h.take()
-	for _, want := range []string{"ServerClosed b:1", "ConnectionPoolClosed b:1"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("no %q in:\n%s", want, got)
-		}
+	if got := h.take(); !strings.Contains(got, "ServerClosed b:1") {
+		t.Errorf("no ServerClosed b:1 in:\n%s", got)
+	}
+	// The monitor and the pool are closed on a goroutine of the
+	// topology's, which Close waits for.
+	waitFor(t, func() bool { _, _, closed := h.monitor("b:1").counts(); return closed > 0 }, "the monitor of b:1 to be closed")
+	h.mu.Lock()
+	pb := h.pools["b:1"]
+	h.mu.Unlock()
+	waitFor(t, func() bool { return pb.Stats().State == "closed" }, "the pool of b:1 to be closed")
+	if err := pb.Flush(ctx(t)); err != nil { // b:1 is no longer the topology's: its own flush
+		t.Fatal(err)
+	}
+	if got := h.takePools(); !strings.Contains(got, "ConnectionPoolClosed b:1") {
+		t.Errorf("no ConnectionPoolClosed b:1 in:\n%s", got)
 	}
 	if _, _, closed := h.monitor("b:1").counts(); closed != 1 {
 		t.Errorf("b's monitor closed %d times", closed)
@@ -306,15 +380,16 @@ func TestNetworkErrorClearsOnce(t *testing.T) {
 	if !ok || e.Kind != KindNetwork {
 		t.Fatalf("OperationError: %+v, %v", e, ok)
 	}
+	h.takePools()
 	d := s.HandleError(e)
 	if !d.MarkUnknown || !d.Clear {
 		t.Fatalf("decision %+v", d)
 	}
-	got := h.take()
-	for _, want := range []string{"ServerDescriptionChanged a:1 RSPrimary->Unknown", "ConnectionPoolCleared a:1"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("no %q in:\n%s", want, got)
-		}
+	if got := h.take(); !strings.Contains(got, "ServerDescriptionChanged a:1 RSPrimary->Unknown") {
+		t.Errorf("no ServerDescriptionChanged in:\n%s", got)
+	}
+	if got := h.takePools(); got != "ConnectionPoolCleared a:1" {
+		t.Errorf("pool events:\n%s", got)
 	}
 	if _, canceled, _ := h.monitor("a:1").counts(); canceled != 1 {
 		t.Errorf("the monitor's check was canceled %d times", canceled)
@@ -322,15 +397,15 @@ func TestNetworkErrorClearsOnce(t *testing.T) {
 	if d := s.HandleError(e); d.Clear || d.Reason == "" {
 		t.Errorf("a second error of the same generation: %+v", d)
 	}
-	if got := h.take(); got != "" {
-		t.Errorf("the stale error did something:\n%s", got)
+	if got, pools := h.take(), h.takePools(); got != "" || pools != "" {
+		t.Errorf("the stale error did something:\n%s\n%s", got, pools)
 	}
 	if _, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary)); err == nil {
 		t.Error("an Unknown server was selected")
 	}
 	// The next check makes it selectable again.
 	h.check("a:1", primaryHello("a:1"))
-	if !strings.Contains(h.take(), "ConnectionPoolReady a:1") {
+	if !strings.Contains(h.takePools(), "ConnectionPoolReady a:1") {
 		t.Error("the check after the error did not make the pool ready")
 	}
 }
@@ -391,7 +466,7 @@ func TestFailedCheckClears(t *testing.T) {
 	if !interrupted[0] {
 		t.Error("a timeout of the check did not interrupt the connection in use")
 	}
-	if got := h.take(); !strings.Contains(got, "ConnectionPoolCleared a:1") {
+	if got := h.takePools(); !strings.Contains(got, "ConnectionPoolCleared a:1") {
 		t.Errorf("no clear:\n%s", got)
 	}
 }
@@ -422,8 +497,10 @@ func TestSelectionErrorSaysWhy(t *testing.T) {
 // A load balancer is not monitored; its pool is ready at once.
 func TestLoadBalancedPoolIsReadyAtOnce(t *testing.T) {
 	h := newHarness(t, Settings{Seeds: []string{"lb:1"}, LoadBalanced: true})
-	got := h.take()
-	if strings.Contains(got, "MonitorStarted") || !strings.Contains(got, "ConnectionPoolReady lb:1") {
+	if got := h.takeStarted(); got != "" {
+		t.Fatalf("monitors started: %s", got)
+	}
+	if got := h.takePools(); !strings.Contains(got, "ConnectionPoolReady lb:1") {
 		t.Fatalf("opening:\n%s", got)
 	}
 	s, err := h.topo.SelectServer(ctx(t), selectType(LoadBalancer))
@@ -433,18 +510,27 @@ func TestLoadBalancedPoolIsReadyAtOnce(t *testing.T) {
 }
 
 // Close stops the monitors, closes the pools and ends with TopologyClosed;
-// called from an event handler, it does not wait for itself.
+// called from an event handler, it does not wait for itself: the handler
+// runs on the delivery goroutine, which Close does not wait for.
 func TestCloseFromAnEventHandler(t *testing.T) {
 	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
 	h.check("a:1", primaryHello("a:1"))
+	h.take()
+	closed := make(chan struct{})
 	h.mu.Lock()
 	h.onEvent = func(e Event) {
 		if _, ok := e.(*ServerDescriptionChanged); ok {
 			h.topo.Close()
+			close(closed)
 		}
 	}
 	h.mu.Unlock()
 	h.check("a:1", secondaryHello("a:1"))
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close from the handler did not return")
+	}
 	done := make(chan struct{})
 	go func() { h.topo.Close(); close(done) }()
 	select {
@@ -452,9 +538,17 @@ func TestCloseFromAnEventHandler(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	got := h.take()
-	if !strings.HasSuffix(got, "TopologyClosed") || !strings.Contains(got, "ConnectionPoolClosed a:1") {
+	if got := h.take(); !strings.HasSuffix(got, "TopologyClosed") {
 		t.Fatalf("closing:\n%s", got)
+	}
+	h.mu.Lock()
+	pa := h.pools["a:1"]
+	h.mu.Unlock()
+	if err := pa.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.takePools(); !strings.Contains(got, "ConnectionPoolClosed a:1") {
+		t.Fatalf("pool events of the closing:\n%s", got)
 	}
 	if _, _, closed := h.monitor("a:1").counts(); closed != 1 {
 		t.Errorf("monitor closed %d times", closed)

@@ -3,7 +3,6 @@ package topology
 import (
 	"bytes"
 	"fmt"
-	"maps"
 	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -36,6 +35,10 @@ type Update struct {
 	// CheckNow are the addresses of the servers whose monitors must check
 	// them at once: primaries marked Unknown because a newer one was found.
 	CheckNow []string
+	// Changed is true when Description differs from Previous (by
+	// Description.Equal): found by comparing the servers the update
+	// touched, not every server.
+	Changed bool
 }
 
 // staleMismatchPrefix and newerPrimary begin the errors of primaries marked
@@ -64,7 +67,7 @@ const (
 // computed again.
 func (d Description) Apply(s ServerDescription) Update {
 	u := Update{Previous: d, Description: d, Address: s.Address}
-	cur, ok := d.servers[s.Address]
+	cur, ok := d.servers.Get(s.Address)
 	u.PreviousServer, u.Server = cur, cur
 	switch {
 	case !ok,
@@ -73,36 +76,54 @@ func (d Description) Apply(s ServerDescription) Update {
 		return u
 	}
 	w := &updater{d: d, applied: s}
-	w.d.servers = maps.Clone(d.servers)
-	w.d.servers[s.Address] = s
+	w.set(s)
 	w.run(s)
-	w.d.CompatibilityError = w.d.compatibility()
-	w.d.LogicalSessionTimeoutMinutes = w.d.sessionTimeout()
-
+	w.d = w.d.withAggregates()
 	u.Description, u.Applied, u.Server = w.d, true, w.applied
-	for a := range d.servers {
-		if _, ok := w.d.servers[a]; !ok {
-			u.Removed = append(u.Removed, a)
-		}
-	}
-	for a := range w.d.servers {
-		if _, ok := d.servers[a]; !ok {
-			u.Added = append(u.Added, a)
-		}
-	}
-	slices.Sort(u.Added)
-	slices.Sort(u.Removed)
-	u.CheckNow = w.checkNow
+	w.finish(&u)
 	return u
 }
 
-// updater carries out the actions of one Apply on a copy of the
-// Description whose servers map is its own.
+// updater carries out the actions of one Apply on a new version of the
+// Description, and keeps the addresses it touched: what the update changed
+// is found among them, never by looking at every server.
 type updater struct {
 	d Description
 	// applied is the description the topology took for the server applied.
 	applied  ServerDescription
 	checkNow []string
+	touched  []string // the addresses set or removed, maybe more than once
+}
+
+// set gives the server at s.Address the description s, adding it if it is
+// new.
+func (w *updater) set(s ServerDescription) {
+	w.d.servers = w.d.servers.Set(s.Address, s)
+	w.touched = append(w.touched, s.Address)
+}
+
+// finish fills in what the update did, from the addresses it touched: the
+// servers added and removed, and whether the Description changed.
+func (w *updater) finish(u *Update) {
+	prev, next := u.Previous, u.Description
+	slices.Sort(w.touched)
+	w.touched = slices.Compact(w.touched)
+	u.Changed = !prev.sameFields(next)
+	for _, a := range w.touched {
+		before, was := prev.servers.Get(a)
+		after, is := next.servers.Get(a)
+		switch {
+		case was && !is:
+			u.Removed = append(u.Removed, a)
+			u.Changed = true
+		case !was && is:
+			u.Added = append(u.Added, a)
+			u.Changed = true
+		case was && is && !before.Equal(after):
+			u.Changed = true
+		}
+	}
+	u.CheckNow = w.checkNow
 }
 
 // run applies the TopologyType table to s, whose description has just
@@ -221,17 +242,29 @@ func (w *updater) updateRSFromPrimary(s ServerDescription) {
 		w.checkIfHasPrimary()
 		return
 	}
-	for _, a := range slices.Sorted(maps.Keys(w.d.servers)) {
-		if a != s.Address && w.d.servers[a].Type == RSPrimary {
-			w.d.servers[a] = UnknownServer(a, fmt.Errorf("topology: %s", newerPrimary))
-			w.checkNow = append(w.checkNow, a)
+	// The other primaries, found without looking at every server.
+	var others []string
+	w.d.servers.Walk(hasPrimaries, func(a string, o ServerDescription) bool {
+		if a != s.Address && o.Type == RSPrimary {
+			others = append(others, a)
 		}
+		return true
+	})
+	for _, a := range others {
+		w.set(UnknownServer(a, fmt.Errorf("topology: %s", newerPrimary)))
+		w.checkNow = append(w.checkNow, a)
 	}
 	w.addMembers(s)
-	for a := range w.d.servers {
-		if !s.isMember(a) {
-			w.remove(a)
+	// A primary's view of the members replaces the topology's: a walk of
+	// the servers, about as many as the members the primary's reply lists.
+	var gone []string
+	for c := w.d.servers.Cursor(); c.Next(); {
+		if !s.isMember(c.Key()) {
+			gone = append(gone, c.Key())
 		}
+	}
+	for _, a := range gone {
+		w.remove(a)
 	}
 	w.checkIfHasPrimary()
 }
@@ -288,8 +321,8 @@ func showInt(p *int64) string {
 // topology does not have yet.
 func (w *updater) addMembers(s ServerDescription) {
 	for _, a := range s.members() {
-		if _, ok := w.d.servers[a]; !ok {
-			w.d.servers[a] = UnknownServer(a, nil)
+		if _, ok := w.d.servers.Get(a); !ok {
+			w.set(UnknownServer(a, nil))
 		}
 	}
 }
@@ -300,9 +333,9 @@ func (w *updater) hintPrimary(s ServerDescription) {
 	if s.Primary == "" {
 		return
 	}
-	if p, ok := w.d.servers[s.Primary]; ok && p.Type == ServerUnknown {
+	if p, ok := w.d.servers.Get(s.Primary); ok && p.Type == ServerUnknown {
 		p.Type = PossiblePrimary
-		w.d.servers[s.Primary] = p
+		w.set(p)
 	}
 }
 
@@ -316,23 +349,19 @@ func (w *updater) checkIfHasPrimary() {
 	}
 }
 
-func (w *updater) hasPrimary() bool {
-	for _, s := range w.d.servers {
-		if s.Type == RSPrimary {
-			return true
-		}
-	}
-	return false
-}
+func (w *updater) hasPrimary() bool { return w.d.servers.Summary().primaries > 0 }
 
 // replace replaces the description of the server being applied.
 func (w *updater) replace(s ServerDescription) {
-	w.d.servers[s.Address] = s
+	w.set(s)
 	w.applied = s
 }
 
 // remove removes a server from the topology: its monitor is to stop.
-func (w *updater) remove(address string) { delete(w.d.servers, address) }
+func (w *updater) remove(address string) {
+	w.d.servers = w.d.servers.Delete(address)
+	w.touched = append(w.touched, address)
+}
 
 // compareElectionID compares electionIds as 12-byte strings; nil is less
 // than any electionId.

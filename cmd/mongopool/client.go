@@ -129,6 +129,9 @@ func runClient(ctx, running context.Context, start time.Time, c config, cs *conn
 	before := statsOf(pools)
 	closed = true
 	closeErr := client.Close()
+	// The closing events reach the handlers after Close: the summary
+	// counts them all.
+	flushErr := flushEvents(client.Flush, poolsOf(pools)...)
 	took := time.Since(start)
 	if ctx.Err() != nil {
 		out.println("mongopool: interrupted")
@@ -136,10 +139,13 @@ func runClient(ctx, running context.Context, start time.Time, c config, cs *conn
 	s := summarizeClient(w, monitor, topo, cmds, fo, end, before, statsOf(pools), elapsed, readPrefName(cs))
 	s.took, s.failures = timingLine(took, c.duration, c.grace, s.failures)
 	if dropErr != nil {
-		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %v", db, dropErr))
+		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %s", db, briefError(dropErr)))
 	}
 	if closeErr != nil {
 		s.failures = append(s.failures, "closing the client: "+closeErr.Error())
+	}
+	if flushErr != nil {
+		s.failures = append(s.failures, flushErr.Error())
 	}
 	if o.events != nil {
 		if err := o.events.close(); err != nil {
@@ -282,6 +288,15 @@ func (t *topologyWatch) seen() []seenPool {
 	t.mu.Unlock()
 	slices.SortStableFunc(pools, func(a, b seenPool) int { return strings.Compare(a.addr, b.addr) })
 	return pools
+}
+
+// poolsOf returns the pools of seen, in the same order.
+func poolsOf(seen []seenPool) []*pool.Pool {
+	out := make([]*pool.Pool, len(seen))
+	for i, sp := range seen {
+		out[i] = sp.p
+	}
+	return out
 }
 
 // statsOf returns the Stats of each pool, in the same order.
@@ -538,7 +553,7 @@ func (s *clientSummary) print(out *console) {
 		if r.byKind[tooLate] > 0 {
 			lines = append(lines, fmt.Sprintf("             out of time: still running %v after the end of the run, canceled", drainLimit))
 		}
-		lines = append(lines, fmt.Sprintf("             last failed operation (%v): %v", r.lastOpKind, r.lastOpErr))
+		lines = append(lines, fmt.Sprintf("             last failed operation (%v): %s", r.lastOpKind, briefError(r.lastOpErr)))
 	}
 	lines = append(lines, fmt.Sprintf("done         %d operations = %d succeeded + %d failed", r.started, r.ok(), r.failed))
 	if a.ok() == a.started {
@@ -746,11 +761,14 @@ func (s *clientSummary) crossCheck() {
 			check{f.addr + ": ConnectionClosed events vs Stats.Closed", at(pool.ConnectionClosed), st.Closed},
 			check{f.addr + ": Stats.Closed vs Stats.Created after Close", st.Closed, st.Created},
 			check{f.addr + ": Stats.Total after Close", int64(st.Total), 0},
-			check{f.addr + ": ConnectionPoolCleared events vs Stats.Clears", at(pool.PoolCleared), st.Clears},
 			check{f.addr + ": ConnectionPoolClosed events", at(pool.PoolClosed), 1},
 		)
+		s.problems = append(s.problems, clearChecks(f.addr+": ", false, at(pool.PoolCleared), at(pool.PoolReady), st.Clears)...)
 		if st.State != "closed" {
 			s.problems = append(s.problems, fmt.Sprintf("%s: pool state after Close: %q", f.addr, st.State))
+		}
+		if st.EventsDropped > 0 {
+			s.problems = append(s.problems, droppedProblem(f.addr, st.EventsDropped))
 		}
 	}
 	if n := ev.count(pool.PoolCreated); n != int64(len(s.final)) {

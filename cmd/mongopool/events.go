@@ -17,8 +17,11 @@ var eventTypes = []pool.EventType{
 }
 
 // eventMonitor counts the pool's events by type and, with log (-events),
-// writes each one as it happens. Its handle method is given to the pool with
-// pool.WithEventHandler; the pool calls it on many goroutines at once.
+// writes each one as it is delivered. Its handle method is given to the pool
+// with pool.WithEventHandler; each pool calls it on a delivery goroutine of
+// its own, in order, so that a client's pools call it at once. The events
+// come after the changes they report: a count is complete once the pool's
+// Flush has returned (see flushEvents).
 type eventMonitor struct {
 	start  time.Time
 	log    *eventLog        // nil without -events

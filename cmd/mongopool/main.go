@@ -3,11 +3,14 @@
 //
 // By default it starts an embedded FerretDB (a MongoDB-wire server on SQLite,
 // in a temporary directory) and runs against it; -uri runs against any
-// MongoDB-wire server instead. The pool is opened with mongopool.Open, so the
+// MongoDB-wire server instead. The pool is made with mongopool.New, so the
 // URI's own options apply; the pool flags override them when given, and their
-// defaults fill in what the URI leaves unset. The connection string's
-// warnings (an unknown option, a value ignored) are printed before the
-// workload starts.
+// defaults fill in what the URI leaves unset. The workload starts once the
+// server's monitor has found the server and a ping has gone through the pool;
+// a server that the monitor's first check cannot reach (a refused
+// connection, an error to its hello) ends the run at once, with one line that
+// names the address and the cause. The connection string's warnings (an
+// unknown option, a value ignored) are printed before the workload starts.
 //
 // A connection string of a replica set (replicaSet), of several hosts, or
 // mongodb+srv runs the workload through a mongopool.Client instead, which
@@ -69,6 +72,7 @@ import (
 	"github.com/mongopool/mongopool/internal/embedded"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -101,8 +105,9 @@ type config struct {
 
 const (
 	// openLimit bounds the start (parsing the URI, with a DNS look-up for
-	// mongodb+srv, the first connection and its ping) when -duration is
-	// longer; otherwise -duration does.
+	// mongodb+srv, the monitor's first check of the server, the pool's
+	// first connection and its ping) when -duration is longer; otherwise
+	// -duration does.
 	openLimit = 10 * time.Second
 	// drainLimit is how long the operations under way at the end of the run
 	// may take to finish. Those still running then are canceled and count as
@@ -221,7 +226,7 @@ const errClearEveryClient = "-clear-every clears a single pool: it does not appl
 
 // poolOptions returns the pool options of the flags: each one that was given
 // on the command line, and the default of each one the URI does not set (the
-// URI's own options are applied by mongopool.Open, before these).
+// URI's own options are applied by mongopool.New, before these).
 func (c *config) poolOptions(cs *connstring.ConnString) []pool.Option {
 	var o []pool.Option
 	for _, f := range []struct {
@@ -360,12 +365,14 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	if o.web != nil {
 		opts = append(opts, o.web.handler(webPool))
 	}
-	var mp *mongopool.Pool
-	if sc != nil && sc.name == scenarioStorm {
-		// A storm is on an empty pool: New connects nothing.
-		mp, err = mongopool.New(uri, opts...)
-	} else {
-		mp, err = mongopool.Open(openCtx, uri, opts...)
+	// New connects nothing: the server's monitor checks it at once, and
+	// connect waits for that check (a storm is on an empty pool: it does
+	// not ping).
+	mp, err := mongopool.New(uri, opts...)
+	if err == nil && (sc == nil || sc.name != scenarioStorm) {
+		if err = connect(openCtx, mp); err != nil {
+			mp.Close()
+		}
 	}
 	if err != nil {
 		printWarnings(o.out, cs.Warnings) // they may say why
@@ -442,6 +449,9 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	cancelCleanup()
 
 	closeErr := mp.Close()
+	// The closing events (PoolClosed last) reach the handlers after Close:
+	// the summary counts them all.
+	flushErr := flushEvents(mp.Flush, p)
 	took := time.Since(began)
 	if ctx.Err() != nil {
 		o.out.println("mongopool: interrupted")
@@ -450,6 +460,7 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	if sc == nil || sc.name != scenarioStorm {
 		s.openCheckOuts = openCheckOuts
 	}
+	s.loadBalanced = isTrue(cs.LoadBalanced)
 	s.crossCheck()
 	if sc != nil {
 		s.scenario = sc.summary(s, clears) // with its own checks
@@ -457,13 +468,16 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	s.judge()
 	s.timing(took, c.duration, c.grace)
 	if restoreErr != nil {
-		s.failures = append(s.failures, fmt.Sprintf("could not turn the fail point off: %v", restoreErr))
+		s.failures = append(s.failures, fmt.Sprintf("could not turn the fail point off: %s", briefError(restoreErr)))
 	}
 	if dropErr != nil {
-		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %v", db, dropErr))
+		s.failures = append(s.failures, fmt.Sprintf("could not drop the database %s: %s", db, briefError(dropErr)))
 	}
 	if closeErr != nil {
 		s.failures = append(s.failures, "closing the pool: "+closeErr.Error())
+	}
+	if flushErr != nil {
+		s.failures = append(s.failures, flushErr.Error())
 	}
 	if o.events != nil {
 		if err := o.events.close(); err != nil {
@@ -524,22 +538,73 @@ func printWarnings(out *console, warnings []string) {
 	}
 }
 
-// openFailure explains in one line why Open failed.
+// connect waits for the first check of the server by its monitor, then pings
+// it through the pool, which establishes the pool's first connection: what
+// mongopool.Open does, but for a check that fails, which ends the wait at
+// once with the check's error (a *checkFailed) rather than waiting for the
+// server to come up until ctx ends or serverSelectionTimeoutMS passes: a
+// server that refuses the connection, or does not answer the hello, is not
+// there to run a workload against.
+func connect(ctx context.Context, mp *mongopool.Pool) error {
+	s, err := mp.Client().Topology().SelectServer(ctx, checkedServer)
+	if err != nil {
+		return err
+	}
+	s.Done()
+	_, err = mp.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
+	return err
+}
+
+// checkFailed is the error of a check of the server at address that found
+// it unusable (Unknown, with err as its error).
+type checkFailed struct {
+	address string
+	err     error
+}
+
+func (e *checkFailed) Error() string { return e.err.Error() }
+func (e *checkFailed) Unwrap() error { return e.err }
+
+// checkedServer is a server selector that selects the server once a check
+// found it, and fails with a *checkFailed once a check failed; until then it
+// selects nothing, and the selection waits for the check.
+func checkedServer(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
+	for _, sd := range d.Servers() {
+		if sd.Type == topology.ServerUnknown && sd.Error != nil {
+			return nil, &checkFailed{address: sd.Address, err: sd.Error}
+		}
+	}
+	return d.SelectCandidates(topology.Criteria{ReadPref: topology.ReadPref{Mode: topology.ModeNearest}}, dst)
+}
+
+// openFailure explains in one line why the pool could not be opened (see
+// connect), naming the address and the cause: the topology's description
+// that a server selection error carries is left out, its server's last
+// error kept.
 // ctx is the job's (Ctrl-C ends it), running ends with -duration.
 func openFailure(ctx, running context.Context, err error, cs *connstring.ConnString, where string, took time.Duration) string {
 	if len(cs.Hosts) != 1 {
-		return err.Error() // several hosts: Open's message says it all
+		return err.Error() // several hosts: the message says it all
 	}
 	addr := cs.Hosts[0]
 	if ctx.Err() != nil {
 		return fmt.Sprintf("interrupted while connecting to %s", where)
 	}
-	if running.Err() != nil {
-		return fmt.Sprintf("the server at %s (%s) was not ready within -duration (%v): %v", addr, where, took.Round(time.Millisecond), err)
-	}
-	var cerr *pool.ConnectionError
-	var cmdErr *wire.CommandError
+	var (
+		failed *checkFailed
+		cerr   *pool.ConnectionError
+		cmdErr *wire.CommandError
+		se     *topology.SelectionError
+	)
 	switch {
+	case errors.As(err, &failed):
+		cause := checkCause(failed.address, failed.err)
+		if errors.As(cause, &cmdErr) {
+			return fmt.Sprintf("the server at %s (%s) refused the first command: %v", addr, where, cmdErr)
+		}
+		return fmt.Sprintf("cannot connect to the server at %s (%s): %v", addr, where, cause)
+	case running.Err() != nil:
+		return fmt.Sprintf("the server at %s (%s) was not ready within -duration (%v): %s", addr, where, took.Round(time.Millisecond), notReady(err, addr))
 	case errors.As(err, &cerr) && cerr.DuringAuth:
 		return fmt.Sprintf("cannot authenticate to the server at %s (%s): %v", addr, where, cerr.Err)
 	case errors.As(err, &cerr):
@@ -548,8 +613,99 @@ func openFailure(ctx, running context.Context, err error, cs *connstring.ConnStr
 		return fmt.Sprintf("cannot connect to the server at %s (%s): no connection within %v", addr, where, took.Round(100*time.Millisecond))
 	case errors.As(err, &cmdErr):
 		return fmt.Sprintf("the server at %s (%s) refused the first command: %v", addr, where, cmdErr)
+	case errors.As(err, &se):
+		return fmt.Sprintf("the server at %s (%s) was not ready within %v: %s", addr, where, took.Round(time.Millisecond), notReady(err, addr))
 	}
 	return fmt.Sprintf("cannot use the server at %s (%s): %v", addr, where, err)
+}
+
+// checkCause is the cause of the error of the server at address: the error
+// the monitor's check met, without the words "the check of <address>
+// failed" that wrap it, which the caller says its own way; any other error
+// (an operation's) as it is.
+func checkCause(address string, err error) error {
+	if inner := errors.Unwrap(err); inner != nil && err.Error() == "the check of "+address+" failed: "+inner.Error() {
+		return inner
+	}
+	return err
+}
+
+// notReady says why the server at addr was not ready when the time to
+// connect was up: its last error, or that the monitor's first check had no
+// reply, when no server was selected; err otherwise (the ping's).
+func notReady(err error, addr string) string {
+	var se *topology.SelectionError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	sd, ok := se.Description.Server(addr)
+	switch {
+	case ok && sd.Error != nil:
+		return checkCause(addr, sd.Error).Error()
+	case ok && sd.Type == topology.ServerUnknown:
+		return "no reply to the first check of the server"
+	}
+	return briefError(err)
+}
+
+// briefError renders err for a line of its own: a server selection error as
+// why no server was selected and each server's last error, without the rest
+// of the topology's description; any other error as it is.
+func briefError(err error) string {
+	var se *topology.SelectionError
+	if !errors.As(err, &se) {
+		return err.Error()
+	}
+	var why string
+	switch {
+	case se.Timeout > 0:
+		why = fmt.Sprintf("no server selected within serverSelectionTimeoutMS (%v)", se.Timeout)
+	case errors.Is(se.Err, context.DeadlineExceeded) || errors.Is(se.Err, context.Canceled):
+		why = fmt.Sprintf("no server selected before the time was up (%v)", roundDur(se.Waited))
+	case se.Err != nil:
+		why = "no server selected: " + se.Err.Error()
+	default:
+		why = "no server selected"
+	}
+	var servers []string
+	for _, sd := range se.Description.Servers() {
+		switch {
+		case sd.Error != nil:
+			servers = append(servers, fmt.Sprintf("%s: %v", sd.Address, checkCause(sd.Address, sd.Error)))
+		case sd.Type == topology.ServerUnknown:
+			servers = append(servers, sd.Address+": no reply to the first check of the server")
+		}
+	}
+	if len(servers) > 0 {
+		why += ": " + strings.Join(servers, "; ")
+	}
+	return why
+}
+
+// flushLimit bounds the wait, after Close, for the event handlers to have
+// every event of the run: the pools, the topology and the client deliver
+// their events on goroutines of their own, the closing events after Close
+// has returned, and the summary counts them all.
+const flushLimit = time.Second
+
+// flushEvents waits, up to flushLimit, until the event handlers have had
+// every event emitted so far: those of the client (flush: its commands, its
+// topology) and those of each pool (a closed client no longer lists its
+// pools). It returns an error that says so when the time ran out.
+func flushEvents(flush func(context.Context) error, pools ...*pool.Pool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), flushLimit)
+	defer cancel()
+	err := flush(ctx)
+	for _, p := range pools {
+		if err != nil {
+			break
+		}
+		err = p.Flush(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("the event handlers had not had every event %v after Close: the counts of events are short", flushLimit)
+	}
+	return nil
 }
 
 func randomHex(n int) string {

@@ -148,11 +148,69 @@ func TestRunUnreachable(t *testing.T) {
 	if len(lines) != 1 || !strings.HasPrefix(msg, "mongopool: cannot connect to the server at "+addr) {
 		t.Errorf("message %q: want one line that names the address", msg)
 	}
+	// The cause, not the whole topology a server selection error describes.
+	if strings.Contains(msg, "topology:") || strings.Contains(msg, "server selection") {
+		t.Errorf("message %q: want the cause alone", msg)
+	}
 	if strings.Contains(msg+out.String(), "s3cr3tpw") {
 		t.Errorf("the password is in the output: %q", msg+out.String())
 	}
 	if !strings.Contains(msg, "mongodb://bob:xxxxx@"+addr) {
 		t.Errorf("message %q: want the redacted URI", msg)
+	}
+}
+
+// A server that accepts connections and never answers: the run waits for
+// it until -duration, no longer, and says so in one line, with the
+// address.
+func TestRunSilentServer(t *testing.T) {
+	srv := startTestServer(t)
+	if _, err := srv.InjectFault(mongotest.Fault{Kind: mongotest.FaultSilentAccept}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runOnce(t, "-uri", srv.URI(), "-duration", "300ms")
+	if code != 1 {
+		t.Errorf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	line := verdict(t, stderr)
+	if !strings.HasPrefix(line, "mongopool: the server at "+srv.Addr()+" ") || !strings.Contains(line, "not ready within -duration") ||
+		!strings.Contains(line, "no reply to the first check") || strings.Contains(line, "topology:") {
+		t.Errorf("verdict %q: want the address, the time limit and the server's silence, in short", line)
+	}
+}
+
+// A server that goes away during the run (the connection closed at every
+// find, and every check of the monitor failing after it): the operations
+// wait for the monitor to find the server again, and, the time up, fail as
+// having selected no server. They never reached the pool, so the summary
+// counts them apart from the failed check-outs, and its counts agree.
+func TestRunServerGone(t *testing.T) {
+	srv := startTestServer(t)
+	// The monitor's handshake and the pool's first one go through (the
+	// monitor polls, on one connection), then every handshake and every
+	// check fails.
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find", "hello", "isMaster"}, Skip: 2, CloseConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runOnce(t, "-uri", srv.URI()+"?serverMonitoringMode=poll", "-duration", "200ms", "-goroutines", "2", "-find-ratio", "1")
+	if code != 1 {
+		t.Errorf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	line := verdict(t, stderr)
+	if !strings.Contains(line, "no server selected") || !strings.Contains(line, "could not drop the database mongopool_demo_") ||
+		!strings.Contains(line, srv.Addr()) || strings.Contains(line, "topology:") {
+		t.Errorf("verdict %q: want the operations and the drop that selected no server, the address, in short", line)
+	}
+	if n := checkSums(t, stdout, "failed"); n == 0 {
+		t.Errorf("no failed operation in the summary:\n%s", stdout)
+	}
+	checkSums(t, stdout, "checkouts")
+	if !regexp.MustCompile(`attempts .* \+ \d+ selected no server`).MatchString(stdout) ||
+		!strings.Contains(stdout, "attempts never reached the pool") {
+		t.Errorf("the summary does not count the attempts that selected no server apart:\n%s", stdout)
+	}
+	if strings.Contains(stdout, "MISMATCH") {
+		t.Errorf("the counts disagree:\n%s", stdout)
 	}
 }
 
@@ -304,12 +362,15 @@ func TestRunDropFails(t *testing.T) {
 			return err
 		}, []string{"-goroutines", "2"}, "deadline exceeded", 0, ""},
 		// The one connection hangs in a find until the end; the drop needs
-		// a new one, and the server closes it in the handshake.
+		// a new one, and the server closes it in the handshake. The
+		// handshakes before it are let through: the monitor's, on its own
+		// connection (polling, so that it makes no other), then the pool's
+		// first.
 		{"no connection", func(s *mongotest.Server) error {
 			if _, err := s.InjectFault(mongotest.Fault{Kind: mongotest.FaultHang, Commands: []string{"find"}}); err != nil {
 				return err
 			}
-			return s.SetFailPoint(mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, Skip: 1, CloseConnection: true})
+			return s.SetFailPoint(mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, Skip: 2, CloseConnection: true})
 		}, []string{"-goroutines", "1", "-maxPoolSize", "1", "-find-ratio", "1"}, "", 1, "1 connection error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -317,7 +378,7 @@ func TestRunDropFails(t *testing.T) {
 			if err := tc.inject(srv); err != nil {
 				t.Fatal(err)
 			}
-			code, stdout, stderr := runOnce(t, append([]string{"-uri", srv.URI(), "-duration", "200ms"}, tc.args...)...)
+			code, stdout, stderr := runOnce(t, append([]string{"-uri", srv.URI() + "?serverMonitoringMode=poll", "-duration", "200ms"}, tc.args...)...)
 			if code != 1 {
 				t.Errorf("exit code %d, want 1\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}

@@ -85,7 +85,7 @@ func TestScenarioStorm(t *testing.T) {
 		t.Errorf("%d connections established for maxPoolSize 10", n)
 	}
 	// An empty pool: nothing checked out before the storm.
-	match(t, stdout, `\d+ by the workload, 0 by Open's ping`)
+	match(t, stdout, `\d+ by the workload, 0 by the first ping`)
 	// The storm ended the run, not -duration.
 	match(t, stdout, `^time +\S+ in all: -duration 40s, then 0s to finish`)
 }
@@ -110,7 +110,7 @@ func TestScenarioSlow(t *testing.T) {
 	}
 	match(t, stdout, `^ +check-out waits \(pool's\) p50 \S+ p90 \S+ p99 \S+: [0-9.]+×, [0-9.]+×, [0-9.]+× the delay, 6 goroutines for maxPoolSize 2$`)
 	// configureFailPoint on and off, and the drop.
-	match(t, stdout, `1 by Open's ping, 3 by the job's own commands`)
+	match(t, stdout, `1 by the first ping, 3 by the job's own commands`)
 }
 
 // -scenario slow with -uri: the fail point applies to the appName of the

@@ -19,16 +19,17 @@ type summary struct {
 	monitor *eventMonitor
 	elapsed time.Duration
 	// openCheckOuts is the number of check-outs before the workload's:
-	// Open's ping (none for a pool made by New).
+	// the first ping (none for a storm, which does not ping).
 	openCheckOuts int64
+	loadBalanced  bool     // the pool's, of a load balancer
 	scenario      []string // the scenario's lines
 	took          string   // the line on how long the run lasted
 	problems      []string // figures that should agree and do not
 	failures      []string // what failed, one phrase each, for the line at the end
 }
 
-// openCheckOuts is the number of check-outs mongopool.Open makes: the ping
-// that checks the server is there.
+// openCheckOuts is the number of check-outs connect makes: the ping that
+// checks the server answers through the pool.
 const openCheckOuts = 1
 
 // summarize gathers the figures of the report; crossCheck and judge then
@@ -78,10 +79,13 @@ func (r *results) kinds(from, to failureKind, withFlag bool) string {
 	return renderKinds(&r.byKind, from, to, withFlag, r.cmdErrors)
 }
 
-// attemptKindsIn renders the counts of the failed attempts' kinds in
-// [from, to).
-func (r *results) attemptKindsIn(from, to failureKind) string {
-	return renderKinds(&r.attemptKinds, from, to, true, nil)
+// checkOutKinds renders the counts of the failed check-outs' kinds: those
+// of the attempts that failed before a connection, but for those that
+// selected no server, which never reached the pool.
+func (r *results) checkOutKinds() string {
+	kinds := r.attemptKinds
+	kinds[noServer] = 0
+	return renderKinds(&kinds, 0, firstAfterCheckOut, true, nil)
 }
 
 // retriedKinds renders the kinds of the failed attempts that were retried:
@@ -114,7 +118,7 @@ func renderKinds(counts *[numKinds]int64, from, to failureKind, withFlag bool, c
 
 func (s *summary) print(out *console) {
 	st, r, a := s.stats, s.results, s.admin
-	var all results // every check-out of the job but Open's: the workload's and the drop's
+	var all results // every attempt of the job but the first ping: the workload's and the drop's
 	all.merge(r)
 	all.merge(a)
 	lines := []string{
@@ -144,7 +148,7 @@ func (s *summary) print(out *console) {
 	}
 	lines = append(lines,
 		fmt.Sprintf("done         %d operations = %d succeeded + %d failed", r.started, r.ok(), r.failed),
-		fmt.Sprintf("attempts     %d = %d operations + %d retries = %d got a connection + %d did not", r.attempts, r.started, r.retries, r.gotConn, r.noConn))
+		attemptsLine(r))
 	if r.retries > 0 {
 		line := fmt.Sprintf("retries      %d attempts retried: %s; %d operations succeeded on a retry", r.retries, retriedKinds(r), r.retriedOK)
 		if r.rewritten > 0 {
@@ -160,12 +164,15 @@ func (s *summary) print(out *console) {
 	if n := all.noConn; n == 0 {
 		lines = append(lines, fmt.Sprintf("checkouts    no check-out of %d failed", st.CheckedOut+st.CheckOutFailed))
 	} else {
-		lines = append(lines, fmt.Sprintf("checkouts    %d of %d failed: %s", n, st.CheckedOut+st.CheckOutFailed, all.attemptKindsIn(0, firstAfterCheckOut)),
+		lines = append(lines, fmt.Sprintf("checkouts    %d of %d failed: %s", n, st.CheckedOut+st.CheckOutFailed, all.checkOutKinds()),
 			fmt.Sprintf("             of the failed: %d RetryableError, %d SystemOverloadedError; last: %v", all.retryable, all.overloaded, all.lastCheckOutErr))
 	}
+	if all.noServer > 0 {
+		lines = append(lines, fmt.Sprintf("             and %d attempts never reached the pool; the last: %s", all.noServer, briefError(all.lastSelectionErr)))
+	}
 	lines = append(lines,
-		fmt.Sprintf("             %d succeeded; %d by the workload, %d by Open's ping, %d by the job's own commands (dropDatabase, a fail point)",
-			st.CheckedOut, r.attempts, s.openCheckOuts, a.attempts),
+		fmt.Sprintf("             %d succeeded; %d by the workload, %d by the first ping, %d by the job's own commands (dropDatabase, a fail point)",
+			st.CheckedOut, r.gotConn, s.openCheckOuts, a.gotConn),
 		fmt.Sprintf("connections  created %d, closed %d: %d stale, %d idle, %d error, %d poolClosed; %d establishments failed",
 			st.Created, st.Closed, st.ClosedStale, st.ClosedIdle, st.ClosedError, st.ClosedPoolClosed, st.EstablishFailed),
 		"latency      (measured by the workload, successful calls only)",
@@ -194,6 +201,16 @@ func (s *summary) print(out *console) {
 	}
 }
 
+// attemptsLine splits the workload's attempts into operations and retries,
+// and by how their check-out went.
+func attemptsLine(r *results) string {
+	line := fmt.Sprintf("attempts     %d = %d operations + %d retries = %d got a connection + %d did not", r.attempts, r.started, r.retries, r.gotConn, r.noConn)
+	if r.noServer > 0 {
+		line += fmt.Sprintf(" + %d selected no server", r.noServer)
+	}
+	return line
+}
+
 func perSecond(n int64, d time.Duration) float64 {
 	if d <= 0 {
 		return 0
@@ -216,7 +233,7 @@ func byName(m map[string]int64) string {
 
 // crossCheck compares figures that must agree once the pool is closed and the
 // workload is over: the pool's Stats, the events it emitted and what the
-// workload (plus Open's ping and the final dropDatabase) saw, and the
+// workload (plus the first ping and the final dropDatabase) saw, and the
 // workload's own counts with one another.
 func (s *summary) crossCheck() {
 	st, r, a, ev := s.stats, s.results, s.admin, s.monitor.count
@@ -228,7 +245,7 @@ func (s *summary) crossCheck() {
 		{"operations started vs succeeded + failed", r.started, r.ok() + r.failed},
 		{"failed operations vs their count by kind", r.failed, r.kindsTotal()},
 		{"attempts vs operations + retries", r.attempts, r.started + r.retries},
-		{"attempts vs those that got a connection + those that did not", r.attempts, r.gotConn + r.noConn},
+		{"attempts vs those that got a connection + those that did not + those that selected no server", r.attempts, r.gotConn + r.noConn + r.noServer},
 		{"attempts vs succeeded + failed attempts by kind", r.attempts, r.ok() + r.attemptKindsTotal()},
 		{"the job's own commands: started vs succeeded + failed", a.started, a.ok() + a.failed},
 		{"the job's own commands: failed vs their count by kind", a.failed, a.kindsTotal()},
@@ -245,8 +262,6 @@ func (s *summary) crossCheck() {
 		{"ConnectionCheckedIn events vs Stats.CheckedIn", ev(pool.ConnectionCheckedIn), st.CheckedIn},
 		{"ConnectionCheckOutFailed events vs Stats.CheckOutFailed", ev(pool.ConnectionCheckOutFailed), st.CheckOutFailed},
 		{"ConnectionCheckOutStarted events vs check-outs", ev(pool.ConnectionCheckOutStarted), st.CheckedOut + st.CheckOutFailed},
-		{"ConnectionPoolCleared events vs Stats.Clears", ev(pool.PoolCleared), st.Clears},
-		{"ConnectionPoolReady events vs 1 + Stats.Clears", ev(pool.PoolReady), 1 + st.Clears},
 		{"ConnectionPoolCreated events", ev(pool.PoolCreated), 1},
 		{"ConnectionPoolClosed events", ev(pool.PoolClosed), 1},
 	}
@@ -255,9 +270,50 @@ func (s *summary) crossCheck() {
 			s.problems = append(s.problems, fmt.Sprintf("%s: %d, expected %d", c.what, c.got, c.want))
 		}
 	}
+	s.problems = append(s.problems, clearChecks("", s.loadBalanced, ev(pool.PoolCleared), ev(pool.PoolReady), st.Clears)...)
 	if st.State != "closed" {
 		s.problems = append(s.problems, fmt.Sprintf("pool state after Close: %q", st.State))
 	}
+	if st.EventsDropped > 0 {
+		s.problems = append(s.problems, droppedProblem("", st.EventsDropped))
+	}
+}
+
+// clearChecks compares a pool's clears and readies. A pool starts paused and
+// is readied once its server is known up (by the monitor's check, or by the
+// job's own Ready after a -clear-every clear); a clear of a ready pool pauses
+// it and emits ConnectionPoolCleared, while a clear of a paused pool (the
+// topology's, after each failed check of the server) counts in Stats.Clears
+// and emits nothing. So: cleared events <= Stats.Clears, and cleared <= ready
+// <= cleared + 1. A load-balanced pool is readied once and never paused:
+// each clear emits its event. prefix names the pool, for a client's.
+func clearChecks(prefix string, loadBalanced bool, cleared, ready, clears int64) []string {
+	var problems []string
+	if loadBalanced {
+		if cleared != clears {
+			problems = append(problems, fmt.Sprintf("%sConnectionPoolCleared events vs Stats.Clears: %d, expected %d", prefix, cleared, clears))
+		}
+		if ready != 1 {
+			problems = append(problems, fmt.Sprintf("%sConnectionPoolReady events of a load-balanced pool: %d, expected 1", prefix, ready))
+		}
+		return problems
+	}
+	if cleared > clears {
+		problems = append(problems, fmt.Sprintf("%sConnectionPoolCleared events vs Stats.Clears: %d, expected at most %d", prefix, cleared, clears))
+	}
+	if ready < cleared || ready > cleared+1 {
+		problems = append(problems, fmt.Sprintf("%sConnectionPoolReady events vs ConnectionPoolCleared events: %d, expected %d or %d", prefix, ready, cleared, cleared+1))
+	}
+	return problems
+}
+
+// droppedProblem says that the pool (at addr, for one of a client's) dropped
+// n events, which explains the event counts that fall short.
+func droppedProblem(addr string, n uint64) string {
+	if addr != "" {
+		addr += ": "
+	}
+	return fmt.Sprintf("%sthe pool dropped %d events, its event handlers a whole queue behind: the counts of events fall short", addr, n)
 }
 
 func avg(total time.Duration, n int64) time.Duration {

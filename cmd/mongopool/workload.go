@@ -80,11 +80,14 @@ type results struct {
 
 	// Each try of an operation is an attempt: the first one, and each retry
 	// (see workload.maxRetries). The pool counts check-outs, so attempts:
-	// gotConn got a connection, noConn did not; attemptKinds sorts every
-	// failed attempt, retried or not, by kind.
+	// gotConn got a connection, noConn did not; noServer never checked
+	// out, as no server was selected (the server was not known to be up
+	// until the attempt's time was up); attemptKinds sorts every failed
+	// attempt, retried or not, by kind.
 	attempts     int64
 	gotConn      int64
 	noConn       int64
+	noServer     int64
 	attemptKinds [numKinds]int64
 	retries      int64 // attempts that were retries
 	retriedOK    int64 // operations that succeeded on a retry
@@ -113,6 +116,7 @@ type results struct {
 	// The latest failed attempts, as examples for the summary.
 	lastCheckOutErr, lastOpErr   error
 	lastCheckOutKind, lastOpKind failureKind
+	lastSelectionErr             error // of an attempt that selected no server
 }
 
 // failureKind is why an operation failed: each failed operation has one.
@@ -172,11 +176,15 @@ func (r *results) attemptKindsTotal() int64 {
 	return n
 }
 
-// checkOutKindsTotal is the failed check-outs counted by kind.
+// checkOutKindsTotal is the failed check-outs counted by kind: the attempts
+// that failed before a connection, but for those that selected no server,
+// which never reached the pool.
 func (r *results) checkOutKindsTotal() int64 {
 	var n int64
 	for k := range firstAfterCheckOut {
-		n += r.attemptKinds[k]
+		if k != noServer {
+			n += r.attemptKinds[k]
+		}
 	}
 	return n
 }
@@ -339,6 +347,8 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 				r.rewritten++
 				err = nil
 			}
+		} else if selectedNoServer(err) {
+			r.noServer++
 		} else {
 			r.noConn++
 		}
@@ -356,9 +366,13 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 			return true, true
 		}
 		var kind failureKind
-		if a.gotConn {
+		switch {
+		case a.gotConn:
 			kind = r.opFailed(ctx, err)
-		} else {
+		case selectedNoServer(err):
+			kind = noServer // whether the time was up or not: the pool never saw it
+			r.lastSelectionErr = err
+		default:
 			kind = r.checkOutFailed(ctx, err)
 		}
 		r.attemptKinds[kind]++
@@ -380,6 +394,13 @@ func (w *workload) operation(ctx context.Context, r *results, cmd bson.D, find b
 		}
 		return a.gotConn, false
 	}
+}
+
+// selectedNoServer reports the error of an attempt that never reached the
+// pool: Do waits for the server to be known up (after a failed check, or an
+// error that marked it Unknown), and no server was selected in time.
+func selectedNoServer(err error) bool {
+	return errors.As(err, new(*topology.SelectionError))
 }
 
 // attempt is one try of an operation: when it started, when its check-out
@@ -563,7 +584,10 @@ func (w *workload) admin(ctx context.Context, db string, cmd bson.D) error {
 	if r.lastOpErr != nil {
 		return r.lastOpErr
 	}
-	return r.lastCheckOutErr
+	if r.lastCheckOutErr != nil {
+		return r.lastCheckOutErr
+	}
+	return r.lastSelectionErr
 }
 
 // replyError returns the failure that a reply with ok: 1 may still carry: the
@@ -649,6 +673,7 @@ func (r *results) merge(o *results) {
 	r.attempts += o.attempts
 	r.gotConn += o.gotConn
 	r.noConn += o.noConn
+	r.noServer += o.noServer
 	for k, n := range o.attemptKinds {
 		r.attemptKinds[k] += n
 	}
@@ -679,5 +704,8 @@ func (r *results) merge(o *results) {
 	}
 	if o.lastOpErr != nil {
 		r.lastOpErr, r.lastOpKind = o.lastOpErr, o.lastOpKind
+	}
+	if o.lastSelectionErr != nil {
+		r.lastSelectionErr = o.lastSelectionErr
 	}
 }

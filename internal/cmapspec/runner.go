@@ -103,6 +103,33 @@ func (r *recorder) snapshot() []pool.Event {
 	return slices.Clone(r.events)
 }
 
+// waitForRelevant blocks until n events whose types are not ignored have been
+// seen, or timeout passes (what is missing then shows in the comparison).
+func (r *recorder) waitForRelevant(n int, ignored map[string]bool, timeout time.Duration, stop <-chan struct{}) {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		seen, changed := 0, r.changed
+		for _, e := range r.events {
+			if !ignored[e.Type.String()] {
+				seen++
+			}
+		}
+		r.mu.Unlock()
+		if seen >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return
+		case <-stop:
+			return
+		}
+	}
+}
+
 // waitFor blocks until count events of type name have been seen since the
 // start of the test, ignored types included.
 func (r *recorder) waitFor(name string, count int, timeout time.Duration, stop <-chan struct{}) error {
@@ -163,6 +190,7 @@ type run struct {
 	stop          chan struct{} // closed at the end of the test
 	eventTimeout  time.Duration
 	threadTimeout time.Duration
+	synctest      bool // the test runs in a bubble
 
 	threads map[string]*thread // all threads started; used by the main goroutine only
 
@@ -181,6 +209,7 @@ func (r *Runner) run(t *testing.T, f *File) {
 		stop:          make(chan struct{}),
 		eventTimeout:  orDefault(r.WaitForEventTimeout, DefaultWaitForEventTimeout),
 		threadTimeout: orDefault(r.ThreadTimeout, DefaultThreadTimeout),
+		synctest:      r.Synctest,
 		threads:       make(map[string]*thread),
 		labels:        make(map[string]*pool.Conn),
 	}
@@ -263,6 +292,14 @@ func (x *run) finish() {
 		return
 	}
 	x.finished = true
+	// The pool delivers its events on a goroutine of its own: wait for the
+	// events the test expects, at most the waitForEvent timeout (a test
+	// that fails waits that long), so that the snapshot has what the
+	// operations above emitted. In a bubble every goroutine settles first.
+	if x.synctest {
+		synctest.Wait()
+	}
+	x.rec.waitForRelevant(len(x.f.events), x.f.ignored, x.eventTimeout, x.stop)
 	x.events = x.rec.snapshot()
 	x.checkUnwaitedThreads()
 	if x.pool != nil {

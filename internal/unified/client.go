@@ -1,7 +1,6 @@
 package unified
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -423,6 +423,23 @@ func (c *client) close(ctx context.Context) {
 	c.cl.Close()
 }
 
+// flush returns once the entity's listeners have had every event and log
+// message the Client emitted before the call, those of its closing
+// included if it is closed, or fails after timeout. The Client delivers
+// them asynchronously, in order, on goroutines of its own: an assertion
+// on what the entity observed (expectEvents, expectLogMessages,
+// assertEventCount, recordTopologyDescription, an event list) is made
+// after a flush, as a runner for a driver with asynchronous event
+// publishers does.
+func (c *client) flush(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("the client %q has not delivered the events and log messages it emitted before the flush within %s: %w", c.id, timeout, err)
+	}
+	return nil
+}
+
 // addCursor keeps an open cursor, to close it with the client.
 func (c *client) addCursor(cur *cursor) error {
 	c.mu.Lock()
@@ -479,7 +496,8 @@ var sensitiveCommands = []string{
 // commandEvent is the Client's command event handler: it drops the events
 // the format says to ignore (configureFailPoint, ignoreCommandMonitoringEvents,
 // the sensitive commands unless observeSensitiveCommands) and hands the
-// others, copied, to the observers.
+// others to the observers. The event's command and reply are the handler's
+// to keep.
 func (c *client) commandEvent(e mongopool.CommandEvent) {
 	if strings.EqualFold(e.Name, "configureFailPoint") || slices.Contains(c.ignoreCommands, e.Name) {
 		return
@@ -489,7 +507,7 @@ func (c *client) commandEvent(e mongopool.CommandEvent) {
 	}
 	ev := &commandEvent{
 		typ: e.Type, name: e.Name, db: e.Database,
-		command: bytes.Clone(e.Command), reply: bytes.Clone(e.Reply),
+		command: e.Command, reply: e.Reply,
 		failure: e.Failure, duration: e.Duration, address: e.Address,
 		connID: e.ConnectionID, serverConnID: e.ServerConnectionID, serviceID: e.ServiceID, opID: e.OperationID,
 	}

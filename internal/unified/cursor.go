@@ -212,7 +212,7 @@ func (c *client) pinConnection(ctx context.Context, opts []mongopool.CommandOpti
 // run runs cmd on db over the pinned connection, with the implicit session
 // the client's commands carry. After a failure it returns once Do has
 // applied the error rules and checked the connection in, so that the
-// events of both come before the operation's end.
+// events of both are emitted before the operation's end.
 func (p *pinned) run(ctx context.Context, c *client, db string, cmd bson.D) (bson.Raw, error) {
 	var id []byte
 	if c.sessions {

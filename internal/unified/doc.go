@@ -77,6 +77,17 @@
 // topologyVersion. What the runner cannot do within a client entity fails
 // the test even when something else in it would make it skip.
 //
+// A Client delivers its events and log messages asynchronously, in order,
+// on goroutines of its own, as a driver with asynchronous event publishers
+// does: before the runner reads what a client entity observed (the events
+// and log messages of expectEvents, expectLogMessages and event list
+// entities, once the operations are done; assertEventCount;
+// recordTopologyDescription), it flushes the client (Client.Flush), so that
+// every event and message emitted before is counted; a client the test
+// closed is flushed with the pools it had, whose closing events come after
+// Close returns. Each flush fails the test after 10 s; waitForEvent and
+// waitForPrimaryChange wait for the events as they come.
+//
 // A client entity behaves as a driver's client would where the tests can see
 // it: commands run with an implicit session when the server supports sessions
 // (but the retryable writes, to which the Client gives sessions of its own),

@@ -106,8 +106,8 @@ func sdamEventName(e topology.Event) string {
 	return ""
 }
 
-// commandEvent is a command monitoring event as the runner keeps it: its
-// command and reply copied out of the Client's buffers.
+// commandEvent is a command monitoring event as the runner keeps it (its
+// command and reply are the event's own copies).
 type commandEvent struct {
 	typ            mongopool.CommandEventType
 	name, db       string
@@ -546,7 +546,7 @@ func dumpEvents(events []observedEvent) string {
 
 // eventArgs reads the arguments waitForEvent and assertEventCount share:
 // the client, which must observe the event, the event and the count.
-func (r *testRun) eventArgs(where string, args bson.Raw) (*eventLog, *expectedEvent, int, error) {
+func (r *testRun) eventArgs(where string, args bson.Raw) (*client, *expectedEvent, int, error) {
 	a := readObject(where+" arguments", docValue(args), []string{"client", "event", "count"})
 	id := a.str("client", true)
 	ev, _ := a.value("event", true)
@@ -574,16 +574,18 @@ func (r *testRun) eventArgs(where string, args bson.Raw) (*eventLog, *expectedEv
 	if !c.events.observes(e.name) {
 		return nil, nil, 0, fmt.Errorf("%s: the client %q does not observe %s (observeEvents: %s)", where, id, e.name, strings.Join(c.events.observe, ", "))
 	}
-	return c.events, e, int(count), nil
+	return c, e, int(count), nil
 }
 
 // waitForEvent waits until the client has observed count matching events,
-// those before the wait included, for at most r.waitTimeout.
+// those before the wait included, for at most r.waitTimeout. The events
+// come as the Client delivers them: the wait needs no flush.
 func (r *testRun) waitForEvent(where string, args bson.Raw) error {
-	l, e, want, err := r.eventArgs(where, args)
+	c, e, want, err := r.eventArgs(where, args)
 	if err != nil {
 		return err
 	}
+	l := c.events
 	timer := time.NewTimer(r.waitTimeout)
 	defer timer.Stop()
 	for {
@@ -608,12 +610,17 @@ func (r *testRun) waitForEvent(where string, args bson.Raw) error {
 }
 
 // assertEventCount checks that the client has observed exactly count
-// matching events so far.
+// matching events so far: those it emitted before the assertion, which a
+// flush has it deliver first.
 func (r *testRun) assertEventCount(where string, args bson.Raw) error {
-	l, e, want, err := r.eventArgs(where, args)
+	c, e, want, err := r.eventArgs(where, args)
 	if err != nil {
 		return err
 	}
+	if err := c.flush(r.ctx, r.flushTimeout); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	l := c.events
 	if n, _ := l.count(e); n != want {
 		return fmt.Errorf("%s: %d matching events, want %d; the observed events:\n%s", where, n, want, dumpEvents(l.of(e.kind.monitor)))
 	}

@@ -140,8 +140,13 @@ func runTest(t *testing.T, f *file, tv bson.RawValue) error {
 // waitTimeout bounds waitForEvent and waitForThread, as the format says.
 const waitTimeout = 10 * time.Second
 
+// flushTimeout bounds each flush of a client's events and log messages: a
+// client whose handlers fall that far behind fails the test.
+const flushTimeout = 10 * time.Second
+
 func newTestRun(t *testing.T, tv bson.RawValue) *testRun {
-	return &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: newEntityMap(), waitTimeout: waitTimeout}
+	return &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: newEntityMap(),
+		waitTimeout: waitTimeout, flushTimeout: flushTimeout}
 }
 
 // checkSchemaVersion accepts versions of major 1 up to SchemaVersion.
@@ -170,7 +175,10 @@ type testRun struct {
 	sessions    bool
 	entities    *entityMap
 	waitTimeout time.Duration // of waitForEvent and waitForThread
-	failPoints  []setFailPoint
+	// flushTimeout bounds each wait for a client to deliver its events
+	// and log messages.
+	flushTimeout time.Duration
+	failPoints   []setFailPoint
 }
 
 func (r *testRun) run(f *file, tv bson.RawValue) error {
@@ -259,7 +267,15 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 			errs = append(errs, fmt.Errorf("%s (not waited for by waitForThread): %w", r.where, err))
 		}
 	}
-	// The operations are done: no more log messages or events count.
+	// The operations are done. The clients deliver their events and log
+	// messages asynchronously: those emitted so far, the closing ones of
+	// the clients the test closed included, are flushed to the listeners
+	// before they stop; then no more count.
+	for _, c := range all[*client](r.entities) {
+		if err := c.flush(r.ctx, r.flushTimeout); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.where, err))
+		}
+	}
 	for _, c := range all[*client](r.entities) {
 		if c.logs != nil {
 			c.logs.stop()

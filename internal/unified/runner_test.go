@@ -3,14 +3,19 @@ package unified
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/leakcheck"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: the runner has
@@ -609,6 +614,11 @@ func TestRunnerListenersStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.close(t.Context())
+	// The closing events are delivered after close returns: once they
+	// are, none was kept.
+	if err := c.flush(t.Context(), flushTimeout); err != nil {
+		t.Fatal(err)
+	}
 	if got := c.events.of("cmap"); len(got) != 0 {
 		t.Errorf("observed after the operations:\n%s", dumpEvents(got))
 	}
@@ -618,5 +628,52 @@ func TestRunnerListenersStop(t *testing.T) {
 	}
 	if got := l.documents(); len(got) != 0 {
 		t.Errorf("stored after the operations: %v", got)
+	}
+}
+
+// The closing events of a client come after Close returns: a flush of the
+// closed client entity waits for them, and fails, naming the pool, when the
+// handler holds them past the flush's time.
+func TestFlushClosedClient(t *testing.T) {
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	held := func(e pool.Event) {
+		if e.Type == pool.ConnectionClosed {
+			<-release
+		}
+		mu.Lock()
+		got = append(got, poolEventName(e.Type))
+		mu.Unlock()
+	}
+	cl, err := mongopool.Connect(t.Context(), "mongodb://"+srv.Addr()+"/", mongopool.WithPoolOptions(pool.WithEventHandler(held)))
+	if err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	if _, err := cl.RunCommand(t.Context(), "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
+		close(release)
+		cl.Close()
+		t.Fatal(err)
+	}
+	c := &client{id: "c", cl: cl, changed: make(chan struct{}), sensitiveStarts: map[string]bool{}}
+	c.close(t.Context())
+	err = c.flush(t.Context(), 50*time.Millisecond)
+	close(release)
+	if err == nil {
+		t.Fatal("flush with the closing events held succeeded, want its deadline's failure")
+	}
+	if err := c.flush(t.Context(), flushTimeout); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(got); n < 2 || !slices.Equal(got[n-2:], []string{"connectionClosedEvent", "poolClosedEvent"}) {
+		t.Fatalf("delivered after the flush: %v; want the connection and the pool closed last", got)
 	}
 }

@@ -18,7 +18,8 @@ type topologyDescription struct {
 }
 
 // recordTopologyDescription saves the client's current TopologyDescription
-// as an entity: the one the last TopologyDescriptionChanged event gave.
+// as an entity: the one the last TopologyDescriptionChanged event gave,
+// once the client has delivered those emitted before the operation.
 func (r *testRun) recordTopologyDescription(where string, args bson.Raw) error {
 	a := arguments(where, args, []string{"client", "id"})
 	clientID, id := a.str("client", true), a.str("id", true)
@@ -28,6 +29,9 @@ func (r *testRun) recordTopologyDescription(where string, args bson.Raw) error {
 	c, err := r.usableClient(where, clientID)
 	if err != nil {
 		return err
+	}
+	if err := c.flush(r.ctx, r.flushTimeout); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	d, _ := c.description()
 	return r.entities.add(where, id, &topologyDescription{desc: d})

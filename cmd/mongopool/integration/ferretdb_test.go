@@ -2,9 +2,12 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/internal/testpki"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 )
 
 // TestMain fails the run if a goroutine outlives the tests: every pool and
@@ -181,29 +185,44 @@ func TestFerretDBTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Another CA: certificate verification fails, and such an error is never
-	// taken for overload.
+	// Another CA: certificate verification fails (the monitor's first, so
+	// that Open fails once serverSelectionTimeoutMS has passed, with that
+	// error), and such an error is never taken for overload.
 	other := testpki.New(t)
 	ctx := testCtx(t)
-	_, err := mongopool.Open(ctx, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s", s.Addr(), other.CAFile))
+	_, err := mongopool.Open(ctx, fmt.Sprintf("mongodb://%s/?tls=true&tlsCAFile=%s&serverSelectionTimeoutMS=500", s.Addr(), other.CAFile))
 	if err == nil {
 		t.Fatal("Open with the wrong CA succeeded")
+	}
+	var cve *tls.CertificateVerificationError
+	if !errors.As(err, &cve) {
+		t.Fatalf("Open with the wrong CA: %v, want the certificate verification error", err)
 	}
 	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		t.Fatalf("certificate error labelled as overload: %v", err)
 	}
 }
 
-// A server that is not there: Open fails at once with a clear error.
+// A server that is not there: Open waits for it until
+// serverSelectionTimeoutMS, then fails with the server selection error,
+// which names the server with its last error and unwraps to it (the
+// refused connection).
 func TestOpenUnreachable(t *testing.T) {
 	s := startFerretDB(t, embedded.Options{})
 	addr := s.Addr()
 	s.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := mongopool.Open(ctx, "mongodb://"+addr+"/?connectTimeoutMS=2000")
-	if err == nil || !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
-		t.Fatalf("Open of a closed port: %v, want a labelled connection error", err)
+	_, err := mongopool.Open(ctx, "mongodb://"+addr+"/?connectTimeoutMS=2000&serverSelectionTimeoutMS=500")
+	var se *topology.SelectionError
+	if !errors.As(err, &se) || se.Timeout != 500*time.Millisecond {
+		t.Fatalf("Open of a closed port: %v, want a server selection error after serverSelectionTimeoutMS", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("Open of a closed port lasted until the context's end: %v", err)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("Open of a closed port: %v, want the address and the refused connection", err)
 	}
 }
 
