@@ -1,7 +1,6 @@
 package mongopool
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -287,9 +286,12 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 			}
 			return p, err
 		},
-		StartMonitor: c.monitorStarter(cs, cfg.minHeartbeat),
-		EventHandler: cfg.events,
-		Logger:       cfg.logger,
+		// The monitors connect as the pools do, without authentication.
+		Connection:         c.conns.forAddress,
+		HeartbeatFrequency: c.heartbeat,
+		MonitoringMode:     topology.MonitoringMode(cs.ServerMonitoringMode),
+		EventHandler:       cfg.events,
+		Logger:             cfg.logger,
 	}
 	topo, err := topology.New(tcfg)
 	if err != nil {
@@ -597,23 +599,13 @@ func (c *Client) observe(s *topology.Server, pc *pool.Conn, conn *connection.Con
 		svc = &oid
 	}
 	if err == nil {
-		// Most replies have no writeConcernError: looking for its name
-		// first keeps their path free of parsing.
-		if !bytes.Contains(reply, writeConcernErrorKey) {
-			return
-		}
-		if e, ok := topology.ReplyError(s.Address(), reply); ok {
-			e.Phase, e.Generation, e.ServiceID = topology.AfterHandshake, pc.Generation(), svc
-			s.HandleError(e)
-		}
+		s.ReplyReceived(pc.Generation(), svc, reply)
 		return
 	}
 	if pc.Err() != nil {
 		return // a clear interrupted the connection: the pool's doing
 	}
-	if e, ok := topology.OperationError(s.Address(), pc.Generation(), svc, conn.Err() != nil, err); ok {
-		s.HandleError(e)
-	}
+	s.OperationFailed(pc.Generation(), svc, conn.Err() != nil, err)
 }
 
 // endSession gives a retryable write's session back.

@@ -11,57 +11,57 @@ import (
 	"github.com/mongopool/mongopool/wire"
 )
 
-// ErrorKind is the kind of an error met while talking to a server.
-type ErrorKind uint8
+// errorKind is the kind of an error met while talking to a server.
+type errorKind uint8
 
 // The kinds of errors the rules tell apart.
 const (
-	// KindNetwork: the connection failed (reset, closed, refused, a reply
+	// kindNetwork: the connection failed (reset, closed, refused, a reply
 	// that broke the protocol), other than by a timeout.
-	KindNetwork ErrorKind = iota
-	// KindTimeout: a network timeout.
-	KindTimeout
-	// KindCommand: the server answered with an error (ok: 0, or a
+	kindNetwork errorKind = iota
+	// kindTimeout: a network timeout.
+	kindTimeout
+	// kindCommand: the server answered with an error (ok: 0, or a
 	// writeConcernError), or refused a step of the handshake.
-	KindCommand
+	kindCommand
 )
 
-// ErrorPhase is when, in a connection's life, an error happened.
-type ErrorPhase uint8
+// errorPhase is when, in a connection's life, an error happened.
+type errorPhase uint8
 
 // The phases of a connection that the rules tell apart.
 const (
-	// BeforeHandshake: while establishing the connection, up to and
+	// beforeHandshake: while establishing the connection, up to and
 	// including the reply to its hello (the tests'
 	// "beforeHandshakeCompletes").
-	BeforeHandshake ErrorPhase = iota
+	beforeHandshake errorPhase = iota
 	// DuringAuth: while authenticating, after the hello.
-	DuringAuth
-	// AfterHandshake: on an established connection, in an application's
+	duringAuth
+	// afterHandshake: on an established connection, in an application's
 	// operation (the tests' "afterHandshakeCompletes").
-	AfterHandshake
+	afterHandshake
 )
 
-// AppError is an error that an application's operation met on a server,
+// appError is an error that an application's operation met on a server,
 // with what the rules of the specification's "Error handling" need to know
 // of it.
-type AppError struct {
+type appError struct {
 	// Address is the server's address.
 	Address string
 	// Kind is the kind of error; Phase when it happened.
-	Kind  ErrorKind
-	Phase ErrorPhase
+	Kind  errorKind
+	Phase errorPhase
 	// Generation is the generation of the connection; for an error before
 	// the connection was made, the pool's generation when making it began.
 	Generation uint64
 	// ServiceID is the serviceId of the connection in a load-balanced
 	// topology (nil before the hello told it, and outside one).
 	ServiceID *bson.ObjectID
-	// Code and Message are the code and errmsg of a KindCommand error (code 0
+	// Code and Message are the code and errmsg of a kindCommand error (code 0
 	// when absent), or of its writeConcernError.
 	Code    int32
 	Message string
-	// TopologyVersion is the topologyVersion of a KindCommand error's reply; nil
+	// TopologyVersion is the topologyVersion of a kindCommand error's reply; nil
 	// when absent.
 	TopologyVersion *handshake.TopologyVersion
 	// SystemOverloaded is true when the error carries the
@@ -72,9 +72,9 @@ type AppError struct {
 	Err error
 }
 
-// Decision is what to do about an error, decided by Description.DecideAppError
-// and Description.DecideCheckError. Its zero value is "ignore it".
-type Decision struct {
+// decision is what to do about an error, decided by Description.decideAppError
+// and Description.decideCheckError. Its zero value is "ignore it".
+type decision struct {
 	// MarkUnknown is set when the server's description is to be replaced
 	// by Server (of type ServerUnknown), through Description.Apply.
 	MarkUnknown bool
@@ -126,18 +126,18 @@ func isNotWritablePrimary(code int32, msg string) bool {
 	return !isRecovering(0, msg) && strings.Contains(msg, "not master")
 }
 
-// IsStateChange reports whether a command error of this code and message
+// isStateChange reports whether a command error of this code and message
 // (code 0 when it has none) says that the server's state changed under the
 // client: "not writable primary" or "node is recovering". The code decides
 // when there is one; the message only when there is none.
-func IsStateChange(code int32, msg string) bool {
+func isStateChange(code int32, msg string) bool {
 	return isRecovering(code, msg) || isNotWritablePrimary(code, msg)
 }
 
-// IsShutdown reports whether the code is a "node is shutting down" one.
-func IsShutdown(code int32) bool { return code != 0 && slices.Contains(shutdownCodes, code) }
+// isShutdown reports whether the code is a "node is shutting down" one.
+func isShutdown(code int32) bool { return code != 0 && slices.Contains(shutdownCodes, code) }
 
-// DecideAppError decides what to do about the application error e, given the
+// decideAppError decides what to do about the application error e, given the
 // current generation of the server's pool (of e.ServiceID's connections in
 // a load-balanced topology), by the rules of the specification's "Error
 // handling" and of the load balancer specification:
@@ -161,75 +161,75 @@ func IsShutdown(code int32) bool { return code != 0 && slices.Contains(shutdownC
 // In a LoadBalanced topology nothing is marked Unknown nor checked: errors
 // up to the hello's reply are ignored, and where the rules clear the pool,
 // only the connections of e.ServiceID are cleared (nothing without one).
-func (d Description) DecideAppError(poolGeneration uint64, e AppError) Decision {
+func (d Description) decideAppError(poolGeneration uint64, e appError) decision {
 	cur, ok := d.servers.Get(e.Address)
 	switch {
 	case !ok:
-		return Decision{Reason: "the server is not in the topology"}
+		return decision{Reason: "the server is not in the topology"}
 	case e.Generation < poolGeneration:
-		return Decision{Reason: "stale: the connection is older than the pool's generation"}
+		return decision{Reason: "stale: the connection is older than the pool's generation"}
 	}
 	lb := d.Type == LoadBalanced
-	if lb && e.Phase == BeforeHandshake {
-		return Decision{Reason: "load-balanced: errors up to the hello's reply are ignored"}
+	if lb && e.Phase == beforeHandshake {
+		return decision{Reason: "load-balanced: errors up to the hello's reply are ignored"}
 	}
-	if e.Kind == KindCommand && IsStateChange(e.Code, e.Message) {
+	if e.Kind == kindCommand && isStateChange(e.Code, e.Message) {
 		if compareTopologyVersion(cur.TopologyVersion, e.TopologyVersion) >= 0 {
-			return Decision{Reason: "stale: the error's topologyVersion is not newer than the server's"}
+			return decision{Reason: "stale: the error's topologyVersion is not newer than the server's"}
 		}
-		shutdown := IsShutdown(e.Code)
+		shutdown := isShutdown(e.Code)
 		if lb {
 			if !shutdown || e.ServiceID == nil {
-				return Decision{Reason: "load-balanced: the server is not marked Unknown"}
+				return decision{Reason: "load-balanced: the server is not marked Unknown"}
 			}
-			return Decision{Clear: true, ServiceID: e.ServiceID}
+			return decision{Clear: true, ServiceID: e.ServiceID}
 		}
-		u := UnknownServer(e.Address, e.Err)
+		u := unknownServer(e.Address, e.Err)
 		u.TopologyVersion = e.TopologyVersion
-		return Decision{MarkUnknown: true, Server: u, Clear: shutdown, RequestCheck: true}
+		return decision{MarkUnknown: true, Server: u, Clear: shutdown, RequestCheck: true}
 	}
-	network := e.Kind == KindNetwork || e.Kind == KindTimeout
+	network := e.Kind == kindNetwork || e.Kind == kindTimeout
 	switch {
-	case !network && e.Phase == AfterHandshake:
-		return Decision{Reason: "a command error that is not a state change"}
+	case !network && e.Phase == afterHandshake:
+		return decision{Reason: "a command error that is not a state change"}
 	case e.SystemOverloaded:
-		return Decision{Reason: "backpressure: the error carries the SystemOverloadedError label"}
-	case network && e.Phase == BeforeHandshake:
-		return Decision{Reason: "a network error up to the hello's reply changes nothing"}
-	case e.Kind == KindTimeout && e.Phase == AfterHandshake:
-		return Decision{Reason: "a timeout after the handshake may be a slow operation"}
+		return decision{Reason: "backpressure: the error carries the SystemOverloadedError label"}
+	case network && e.Phase == beforeHandshake:
+		return decision{Reason: "a network error up to the hello's reply changes nothing"}
+	case e.Kind == kindTimeout && e.Phase == afterHandshake:
+		return decision{Reason: "a timeout after the handshake may be a slow operation"}
 	}
 	if lb {
 		if e.ServiceID == nil {
-			return Decision{Reason: "load-balanced: no serviceId to clear"}
+			return decision{Reason: "load-balanced: no serviceId to clear"}
 		}
-		return Decision{Clear: true, ServiceID: e.ServiceID}
+		return decision{Clear: true, ServiceID: e.ServiceID}
 	}
-	return Decision{MarkUnknown: true, Server: UnknownServer(e.Address, e.Err), Clear: true, CancelCheck: true}
+	return decision{MarkUnknown: true, Server: unknownServer(e.Address, e.Err), Clear: true, CancelCheck: true}
 }
 
-// DecideCheckError decides what to do when the monitor's check of the server at
-// address failed with err, of kind KindNetwork, KindTimeout or
-// KindCommand (an ok: 0 reply, or one NewServerDescription refused), by
+// decideCheckError decides what to do when the monitor's check of the server at
+// address failed with err, of kind kindNetwork, kindTimeout or
+// kindCommand (an ok: 0 reply, or one newServerDescription refused), by
 // the rules of the server monitoring specification: the server is marked
 // Unknown and its pool cleared, interrupting the connections in use after a
 // timeout; after a network error (a timeout included) on a server that was
 // known, the monitor checks again at once. A server not in the topology, or
 // in a LoadBalanced one (never monitored), is left alone.
-func (d Description) DecideCheckError(address string, kind ErrorKind, err error) Decision {
+func (d Description) decideCheckError(address string, kind errorKind, err error) decision {
 	cur, ok := d.servers.Get(address)
 	switch {
 	case !ok:
-		return Decision{Reason: "the server is not in the topology"}
+		return decision{Reason: "the server is not in the topology"}
 	case d.Type == LoadBalanced:
-		return Decision{Reason: "load-balanced: the server is not monitored"}
+		return decision{Reason: "load-balanced: the server is not monitored"}
 	}
-	network := kind == KindNetwork || kind == KindTimeout
-	return Decision{
+	network := kind == kindNetwork || kind == kindTimeout
+	return decision{
 		MarkUnknown:    true,
-		Server:         UnknownServer(address, err),
+		Server:         unknownServer(address, err),
 		Clear:          true,
-		InterruptInUse: kind == KindTimeout,
+		InterruptInUse: kind == kindTimeout,
 		CheckAgainNow:  network && cur.Type.known(),
 	}
 }
@@ -239,31 +239,31 @@ func (d Description) DecideCheckError(address string, kind ErrorKind, err error)
 // the reply's topologyVersion and whether it has the SystemOverloadedError
 // label. The errors of writeErrors do not count. It returns false for a
 // reply without such an error, and for one too malformed to tell.
-func ReplyError(address string, reply bson.Raw) (AppError, bool) {
+func replyError(address string, reply bson.Raw) (appError, bool) {
 	f, err := readFields(reply, replyErrorFields)
 	if err != nil {
-		return AppError{}, false
+		return appError{}, false
 	}
 	ce, failed, err := commandErrorOf(f)
 	if err != nil {
-		return AppError{}, false
+		return appError{}, false
 	}
 	var wce bson.Raw
 	if !failed {
 		var ok bool
 		if wce, ok = f["writeConcernError"].DocumentOK(); !ok {
-			return AppError{}, false
+			return appError{}, false
 		}
 		wf, err := readFields(wce, replyErrorFields)
 		if err != nil {
-			return AppError{}, false
+			return appError{}, false
 		}
 		ce = &wire.CommandError{}
 		ce.Code, _ = boundedInt32(wf["code"])
 		ce.CodeName = boundedString(wf["codeName"], maxNameLen)
 		ce.Message = boundedString(wf["errmsg"], maxErrmsgLen)
 	}
-	e := AppError{Address: address, Kind: KindCommand, Code: ce.Code, Message: ce.Message, Err: ce}
+	e := appError{Address: address, Kind: kindCommand, Code: ce.Code, Message: ce.Message, Err: ce}
 	if !failed {
 		e.Err = fmt.Errorf("write concern error: %w", ce)
 	}

@@ -15,11 +15,11 @@ import (
 // version (pid, 1).
 func rsWithPrimary(t *testing.T, pid bson.ObjectID) Description {
 	t.Helper()
-	d, err := NewDescription(Settings{Seeds: []string{"a:27017"}, ReplicaSet: "rs"})
+	d, err := newDescription(Settings{Seeds: []string{"a:27017"}, ReplicaSet: "rs"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := d.Apply(NewServerDescription("a:27017", hello(t, bson.D{
+	u := d.apply(newServerDescription("a:27017", hello(t, bson.D{
 		{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
 		{Key: "hosts", Value: bson.A{"a:27017"}}, {Key: "maxWireVersion", Value: 21},
 		{Key: "topologyVersion", Value: bson.D{{Key: "processId", Value: pid}, {Key: "counter", Value: int64(1)}}},
@@ -32,7 +32,7 @@ func rsWithPrimary(t *testing.T, pid bson.ObjectID) Description {
 
 func loadBalanced(t *testing.T) Description {
 	t.Helper()
-	d, err := NewDescription(Settings{Seeds: []string{"lb:27017"}, LoadBalanced: true})
+	d, err := newDescription(Settings{Seeds: []string{"lb:27017"}, LoadBalanced: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,77 +58,77 @@ func TestDecideAppError(t *testing.T) {
 		name string
 		d    Description
 		gen  uint64
-		e    AppError
+		e    appError
 		want want
 	}{
 		{"network error after the handshake", rs, 0,
-			AppError{Address: "a:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			appError{Address: "a:27017", Kind: kindNetwork, Phase: afterHandshake, Err: boom},
 			want{unknown: true, clear: true, cancel: true}},
 		{"network error while authenticating", rs, 0,
-			AppError{Address: "a:27017", Kind: KindNetwork, Phase: DuringAuth, Err: boom},
+			appError{Address: "a:27017", Kind: kindNetwork, Phase: duringAuth, Err: boom},
 			want{unknown: true, clear: true, cancel: true}},
 		{"timeout while authenticating", rs, 0,
-			AppError{Address: "a:27017", Kind: KindTimeout, Phase: DuringAuth, Err: boom},
+			appError{Address: "a:27017", Kind: kindTimeout, Phase: duringAuth, Err: boom},
 			want{unknown: true, clear: true, cancel: true}},
 		{"authentication failed", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: DuringAuth, Code: 18, Message: "Authentication failed.", Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: duringAuth, Code: 18, Message: "Authentication failed.", Err: boom},
 			want{unknown: true, clear: true, cancel: true}},
 		{"hello failed on an application connection", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: BeforeHandshake, Code: 8000, Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: beforeHandshake, Code: 8000, Err: boom},
 			want{unknown: true, clear: true, cancel: true}},
 		{"overloaded while authenticating", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: DuringAuth, Code: 462, SystemOverloaded: true, Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: duringAuth, Code: 462, SystemOverloaded: true, Err: boom},
 			want{}},
 		{"overloaded network error", rs, 0,
-			AppError{Address: "a:27017", Kind: KindNetwork, Phase: DuringAuth, SystemOverloaded: true, Err: boom},
+			appError{Address: "a:27017", Kind: kindNetwork, Phase: duringAuth, SystemOverloaded: true, Err: boom},
 			want{}},
 		{"network error before the hello's reply", rs, 0,
-			AppError{Address: "a:27017", Kind: KindNetwork, Phase: BeforeHandshake, Err: boom},
+			appError{Address: "a:27017", Kind: kindNetwork, Phase: beforeHandshake, Err: boom},
 			want{}},
 		{"timeout after the handshake", rs, 0,
-			AppError{Address: "a:27017", Kind: KindTimeout, Phase: AfterHandshake, Err: boom},
+			appError{Address: "a:27017", Kind: kindTimeout, Phase: afterHandshake, Err: boom},
 			want{}},
 		{"other command error", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 11000, Message: "duplicate key", Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: afterHandshake, Code: 11000, Message: "duplicate key", Err: boom},
 			want{}},
 		{"not writable primary", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 10107, TopologyVersion: newer, Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: afterHandshake, Code: 10107, TopologyVersion: newer, Err: boom},
 			want{unknown: true, request: true}},
 		{"shutting down", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 91, TopologyVersion: newer, Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: afterHandshake, Code: 91, TopologyVersion: newer, Err: boom},
 			want{unknown: true, clear: true, request: true}},
 		{"state change by message", rs, 0,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Message: "not master", Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: afterHandshake, Message: "not master", Err: boom},
 			want{unknown: true, request: true}},
 		{"state change with a stale generation", rs, 1,
-			AppError{Address: "a:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 91, Generation: 0, Err: boom},
+			appError{Address: "a:27017", Kind: kindCommand, Phase: afterHandshake, Code: 91, Generation: 0, Err: boom},
 			want{}},
 		{"server not in the topology", rs, 0,
-			AppError{Address: "z:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			appError{Address: "z:27017", Kind: kindNetwork, Phase: afterHandshake, Err: boom},
 			want{}},
 		{"load-balanced network error", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, ServiceID: &svc, Err: boom},
+			appError{Address: "lb:27017", Kind: kindNetwork, Phase: afterHandshake, ServiceID: &svc, Err: boom},
 			want{clear: true, service: &svc}},
 		{"load-balanced authentication failure", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindCommand, Phase: DuringAuth, Code: 18, ServiceID: &svc, Err: boom},
+			appError{Address: "lb:27017", Kind: kindCommand, Phase: duringAuth, Code: 18, ServiceID: &svc, Err: boom},
 			want{clear: true, service: &svc}},
 		{"load-balanced error before the hello's reply", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindCommand, Phase: BeforeHandshake, Code: 8000, Err: boom},
+			appError{Address: "lb:27017", Kind: kindCommand, Phase: beforeHandshake, Code: 8000, Err: boom},
 			want{}},
 		{"load-balanced network error without serviceId", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, Err: boom},
+			appError{Address: "lb:27017", Kind: kindNetwork, Phase: afterHandshake, Err: boom},
 			want{}},
 		{"load-balanced shutting down", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 11600, ServiceID: &svc, Err: boom},
+			appError{Address: "lb:27017", Kind: kindCommand, Phase: afterHandshake, Code: 11600, ServiceID: &svc, Err: boom},
 			want{clear: true, service: &svc}},
 		{"load-balanced not writable primary", lb, 0,
-			AppError{Address: "lb:27017", Kind: KindCommand, Phase: AfterHandshake, Code: 10107, ServiceID: &svc, Err: boom},
+			appError{Address: "lb:27017", Kind: kindCommand, Phase: afterHandshake, Code: 10107, ServiceID: &svc, Err: boom},
 			want{}},
 		{"load-balanced stale generation", lb, 3,
-			AppError{Address: "lb:27017", Kind: KindNetwork, Phase: AfterHandshake, Generation: 2, ServiceID: &svc, Err: boom},
+			appError{Address: "lb:27017", Kind: kindNetwork, Phase: afterHandshake, Generation: 2, ServiceID: &svc, Err: boom},
 			want{}},
 	} {
-		got := c.d.DecideAppError(c.gen, c.e)
+		got := c.d.decideAppError(c.gen, c.e)
 		g := want{got.MarkUnknown, got.Clear, got.RequestCheck, got.CancelCheck, got.ServiceID}
 		if g.unknown != c.want.unknown || g.clear != c.want.clear || g.request != c.want.request || g.cancel != c.want.cancel ||
 			!ptrEqual(g.service, c.want.service) || got.InterruptInUse || got.CheckAgainNow {
@@ -158,18 +158,18 @@ func TestDecideCheckError(t *testing.T) {
 		name                string
 		d                   Description
 		addr                string
-		kind                ErrorKind
+		kind                errorKind
 		interrupt, againNow bool
 		ignored             bool
 	}{
-		{"network error, known server", rs, "a:27017", KindNetwork, false, true, false},
-		{"timeout, known server", rs, "a:27017", KindTimeout, true, true, false},
-		{"command error, known server", rs, "a:27017", KindCommand, false, false, false},
-		{"network error, Unknown server", rs.Apply(UnknownServer("a:27017", boom)).Description, "a:27017", KindNetwork, false, false, false},
-		{"server not in the topology", rs, "z:27017", KindNetwork, false, false, true},
-		{"load-balanced", loadBalanced(t), "lb:27017", KindNetwork, false, false, true},
+		{"network error, known server", rs, "a:27017", kindNetwork, false, true, false},
+		{"timeout, known server", rs, "a:27017", kindTimeout, true, true, false},
+		{"command error, known server", rs, "a:27017", kindCommand, false, false, false},
+		{"network error, Unknown server", rs.apply(unknownServer("a:27017", boom)).Description, "a:27017", kindNetwork, false, false, false},
+		{"server not in the topology", rs, "z:27017", kindNetwork, false, false, true},
+		{"load-balanced", loadBalanced(t), "lb:27017", kindNetwork, false, false, true},
 	} {
-		got := c.d.DecideCheckError(c.addr, c.kind, boom)
+		got := c.d.decideCheckError(c.addr, c.kind, boom)
 		if c.ignored {
 			if got.MarkUnknown || got.Clear || got.Reason == "" {
 				t.Errorf("%s: %+v, want ignored with a reason", c.name, got)
@@ -221,7 +221,7 @@ func TestReplyError(t *testing.T) {
 		{"success", bson.D{{Key: "ok", Value: 1}}, false, 0, "", false, false, false, false, ""},
 	} {
 		raw, _ := bson.Marshal(c.reply)
-		e, ok := ReplyError("a:27017", raw)
+		e, ok := replyError("a:27017", raw)
 		if ok != c.ok {
 			t.Errorf("%s: found %v, want %v", c.name, ok, c.ok)
 			continue
@@ -229,9 +229,9 @@ func TestReplyError(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if e.Address != "a:27017" || e.Kind != KindCommand || e.Code != c.code || e.Message != c.msg ||
+		if e.Address != "a:27017" || e.Kind != kindCommand || e.Code != c.code || e.Message != c.msg ||
 			(e.TopologyVersion != nil) != c.hasTV || e.SystemOverloaded != c.overload ||
-			IsStateChange(e.Code, e.Message) != c.stateChg || IsShutdown(e.Code) != c.shutdown ||
+			isStateChange(e.Code, e.Message) != c.stateChg || isShutdown(e.Code) != c.shutdown ||
 			!strings.Contains(e.Err.Error(), c.errSubstr) {
 			t.Errorf("%s: %+v (%v)", c.name, e, e.Err)
 		}
@@ -239,7 +239,7 @@ func TestReplyError(t *testing.T) {
 			t.Errorf("%s: topologyVersion %+v", c.name, *e.TopologyVersion)
 		}
 	}
-	if _, ok := ReplyError("a:27017", bson.Raw{1, 2}); ok {
+	if _, ok := replyError("a:27017", bson.Raw{1, 2}); ok {
 		t.Error("a malformed reply has an error")
 	}
 }
@@ -267,11 +267,11 @@ func TestIsStateChange(t *testing.T) {
 		{"no code: not master", 0, "not master", true, false},
 		{"no code, another message", 0, "something else", false, false},
 	} {
-		if got := IsStateChange(c.code, c.msg); got != c.change {
-			t.Errorf("%s: IsStateChange = %v, want %v", c.name, got, c.change)
+		if got := isStateChange(c.code, c.msg); got != c.change {
+			t.Errorf("%s: isStateChange = %v, want %v", c.name, got, c.change)
 		}
-		if got := IsShutdown(c.code); got != c.shutdn {
-			t.Errorf("%s: IsShutdown = %v, want %v", c.name, got, c.shutdn)
+		if got := isShutdown(c.code); got != c.shutdn {
+			t.Errorf("%s: isShutdown = %v, want %v", c.name, got, c.shutdn)
 		}
 	}
 }

@@ -19,18 +19,18 @@ type ServiceError interface {
 	ServiceID() pool.ServiceID
 }
 
-// EstablishError returns the AppError of err, an error that establishing a
+// EstablishError returns the appError of err, an error that establishing a
 // connection to the server at address met, as the pool reports it (a
 // *pool.ConnectionError): before the hello's reply or during
 // authentication, a network error, a timeout or a command error, with the
 // connection's generation and its SystemOverloadedError label.
-func EstablishError(address string, err error) AppError {
-	e := AppError{Address: address, Phase: BeforeHandshake, Err: err}
+func establishError(address string, err error) appError {
+	e := appError{Address: address, Phase: beforeHandshake, Err: err}
 	var ce *pool.ConnectionError
 	if errors.As(err, &ce) {
 		e.Generation = ce.Generation
 		if ce.DuringAuth {
-			e.Phase = DuringAuth
+			e.Phase = duringAuth
 		}
 	}
 	var se ServiceError
@@ -43,33 +43,33 @@ func EstablishError(address string, err error) AppError {
 	return e
 }
 
-// OperationError returns the AppError of err, an error that an operation met
+// OperationError returns the appError of err, an error that an operation met
 // on an established connection of generation gen (of the service svc in a
 // load-balanced deployment, nil otherwise), which broke the connection when
 // broken is true. It returns false when the rules have nothing to say of it:
 // the caller's context ended, or the error is neither the server's reply nor
 // one that broke the connection (a command the client could not encode).
-func OperationError(address string, gen uint64, svc *bson.ObjectID, broken bool, err error) (AppError, bool) {
+func operationError(address string, gen uint64, svc *bson.ObjectID, broken bool, err error) (appError, bool) {
 	if err == nil || errors.Is(err, context.Canceled) {
-		return AppError{}, false
+		return appError{}, false
 	}
 	var cmd *wire.CommandError
 	if !broken && !errors.As(err, &cmd) {
-		return AppError{}, false
+		return appError{}, false
 	}
-	e := AppError{Address: address, Phase: AfterHandshake, Generation: gen, ServiceID: svc, Err: err}
+	e := appError{Address: address, Phase: afterHandshake, Generation: gen, ServiceID: svc, Err: err}
 	classify(&e, err)
 	return e, true
 }
 
 // classify sets the kind of e from err, with a command error's code, message
 // and topologyVersion.
-func classify(e *AppError, err error) {
+func classify(e *appError, err error) {
 	var cmd *wire.CommandError
 	if errors.As(err, &cmd) {
-		e.Kind = KindCommand
+		e.Kind = kindCommand
 		e.Code, e.Message = cmd.Code, cmd.Message
-		if r, ok := ReplyError(e.Address, cmd.Raw); ok {
+		if r, ok := replyError(e.Address, cmd.Raw); ok {
 			e.TopologyVersion = r.TopologyVersion
 			e.SystemOverloaded = e.SystemOverloaded || r.SystemOverloaded
 		}
@@ -78,9 +78,9 @@ func classify(e *AppError, err error) {
 	// Anything else broke the connection: a network error (io.EOF and
 	// resets included), or a reply that broke the protocol; a timeout is
 	// told apart.
-	e.Kind = KindNetwork
+	e.Kind = kindNetwork
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
-		e.Kind = KindTimeout
+		e.Kind = kindTimeout
 	}
 }

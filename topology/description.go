@@ -28,7 +28,7 @@ const (
 // shares with the one before all it did not change (its servers are kept in
 // a persistent tree), so that making it costs the change, not the size of
 // the topology, and any number of readers may keep and read old ones. The
-// zero Description is an Unknown topology without servers; NewDescription
+// zero Description is an Unknown topology without servers; newDescription
 // makes the initial one of a client.
 type Description struct {
 	// Type is the kind of deployment.
@@ -196,7 +196,7 @@ func (d Description) primary() (ServerDescription, bool) {
 func hasPrimaries(s serverSummary) bool { return s.primaries > 0 }
 
 // Settings are what the connection string says of the topology, from which
-// NewDescription makes the initial Description.
+// newDescription makes the initial Description.
 type Settings struct {
 	// Seeds are the addresses of the seed list, "host:port"; host names
 	// are lower-cased and duplicates dropped.
@@ -212,11 +212,11 @@ type Settings struct {
 	LoadBalanced bool
 }
 
-// ErrInvalidSettings is wrapped by the errors of NewDescription: the
+// ErrInvalidSettings is wrapped by the errors of newDescription: the
 // settings are a combination the specification does not allow.
 var ErrInvalidSettings = errors.New("invalid topology settings")
 
-// NewDescription returns the initial Description of a client with settings
+// newDescription returns the initial Description of a client with settings
 // s: a server of type ServerUnknown for each seed, in a topology whose type
 // follows the specification's table: Single with directConnection,
 // ReplicaSetNoPrimary with a replicaSet name, Unknown otherwise; and
@@ -226,7 +226,7 @@ var ErrInvalidSettings = errors.New("invalid topology settings")
 // It fails with an error wrapping ErrInvalidSettings when there is no seed,
 // when directConnection or loadBalanced come with more than one seed, and
 // when loadBalanced comes with directConnection or replicaSet.
-func NewDescription(s Settings) (Description, error) {
+func newDescription(s Settings) (Description, error) {
 	seeds := make([]string, 0, len(s.Seeds))
 	for _, a := range s.Seeds {
 		seeds = append(seeds, normalizeAddress(a))
@@ -252,7 +252,7 @@ func NewDescription(s Settings) (Description, error) {
 	switch {
 	case s.LoadBalanced:
 		d.Type = LoadBalanced
-		d.servers = d.servers.Set(seeds[0], LoadBalancerServer(seeds[0]))
+		d.servers = d.servers.Set(seeds[0], loadBalancerServer(seeds[0]))
 		return d, nil
 	case s.DirectConnection:
 		d.Type = Single
@@ -261,7 +261,7 @@ func NewDescription(s Settings) (Description, error) {
 	}
 	unknown := make([]ServerDescription, len(seeds))
 	for i, a := range seeds {
-		unknown[i] = UnknownServer(a, nil)
+		unknown[i] = unknownServer(a, nil)
 	}
 	d.servers = ptree.FromSorted[ServerDescription, serverSummary, summarizeServers](seeds, unknown)
 	return d, nil

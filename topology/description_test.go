@@ -35,7 +35,7 @@ func TestNewDescription(t *testing.T) {
 		{"loadBalanced and directConnection", Settings{Seeds: []string{"a:1"}, LoadBalanced: true, DirectConnection: true}, 0, "", 0, "", "loadBalanced cannot be used with directConnection"},
 		{"loadBalanced and replicaSet", Settings{Seeds: []string{"a:1"}, LoadBalanced: true, ReplicaSet: "rs"}, 0, "", 0, "", "loadBalanced cannot be used with replicaSet"},
 	} {
-		d, err := NewDescription(c.s)
+		d, err := newDescription(c.s)
 		if c.errSubst != "" {
 			if !errors.Is(err, ErrInvalidSettings) || !strings.Contains(err.Error(), c.errSubst) {
 				t.Errorf("%s: %v, want an error containing %q", c.name, err, c.errSubst)
@@ -77,17 +77,17 @@ func TestCompatibilityError(t *testing.T) {
 		if !errors.Is(want, handshake.ErrIncompatible) {
 			t.Fatalf("%s: handshake.Parse: %v, want an incompatibility", c.name, want)
 		}
-		d, _ := NewDescription(Settings{Seeds: []string{"a:27017", "b:27017"}})
-		d = d.Apply(NewServerDescription("a:27017", hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "msg", Value: "isdbgrid"},
+		d, _ := newDescription(Settings{Seeds: []string{"a:27017", "b:27017"}})
+		d = d.apply(newServerDescription("a:27017", hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "msg", Value: "isdbgrid"},
 			{Key: "maxWireVersion", Value: 21}}), time.Millisecond, testNow)).Description
 		if !d.Compatible() {
 			t.Fatalf("%s: a compatible mongos makes the topology incompatible: %v", c.name, d.CompatibilityError)
 		}
-		d = d.Apply(NewServerDescription("b:27017", reply, time.Millisecond, testNow)).Description
+		d = d.apply(newServerDescription("b:27017", reply, time.Millisecond, testNow)).Description
 		if d.Compatible() || d.CompatibilityError.Error() != want.Error() || !errors.Is(d.CompatibilityError, handshake.ErrIncompatible) {
 			t.Errorf("%s: %v, want %q", c.name, d.CompatibilityError, want)
 		}
-		d = d.Apply(UnknownServer("b:27017", errors.New("gone"))).Description
+		d = d.apply(unknownServer("b:27017", errors.New("gone"))).Description
 		if !d.Compatible() {
 			t.Errorf("%s: an Unknown server is incompatible: %v", c.name, d.CompatibilityError)
 		}

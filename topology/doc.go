@@ -11,47 +11,57 @@
 //   - servertype.go: ServerType and TopologyType, with the specification's
 //     names;
 //   - server.go, hello.go: ServerDescription, made from a hello reply by
-//     NewServerDescription (within bounds a hostile reply cannot push), and
+//     newServerDescription (within bounds a hostile reply cannot push), and
 //     its Equal;
-//   - description.go: Description (the TopologyDescription) and the
-//     initial one NewDescription makes from a connection string's Settings;
-//   - update.go: Description.Apply, the "Updating the TopologyDescription"
-//     rules, returning an Update that tells the servers added and removed;
+//   - description.go: Description (the TopologyDescription), whose servers
+//     are a persistent tree (internal/ptree) with what the rules need of all
+//     of them kept at every node (the primaries, the least session timeout,
+//     the first incompatible server), so that an update makes a new
+//     Description in O(log n) and shares the rest with the one before; and
+//     the initial one newDescription makes from a connection string's
+//     Settings;
+//   - update.go: Description.apply, the "Updating the TopologyDescription"
+//     rules, returning an update that tells the servers added and removed
+//     and whether the Description changed, from the servers it touched;
 //   - apperror.go: the "Error handling" rules as decisions: what an
-//     application's error (DecideAppError) or a failed check
-//     (DecideCheckError) does to the server's description and pool, and
-//     ReplyError, which finds such an error in a command's reply;
+//     application's error (decideAppError) or a failed check
+//     (decideCheckError) does to the server's description and pool, and
+//     replyError, which finds such an error in a command's reply;
 //     classify.go turns the errors of connections and operations into the
-//     AppErrors those rules read;
-//   - events.go: the SDAM events, and those that opening (Open), an update
-//     (Update.Events) and closing (Close) publish;
-//   - rtt.go: RTT, the moving average and the recent minimum of a server's
-//     round trip times;
+//     appErrors those rules read;
+//   - events.go: the SDAM events, and those that opening (openEvents), an
+//     update (update.events) and closing (closeEvents) publish;
+//   - rtt.go: roundTrips, the moving average and the recent minimum of a
+//     server's round trip times;
 //   - readpref.go, selection.go: read preferences and server selection
 //     (Description.SelectCandidates: the suitable servers within the latency
-//     window, with maximum staleness and deprioritized servers; Choose: the
+//     window, with maximum staleness and deprioritized servers; choose: the
 //     two random choices);
-//   - srv.go: Description.ApplySRV, what a rescan of a mongodb+srv name's
+//   - srv.go: Description.applySRV, what a rescan of a mongodb+srv name's
 //     SRV records does to an Unknown or Sharded topology.
 //
 // The running layer is built on it:
 //
-//   - monitor.go, rttmonitor.go: Monitor, a goroutine per server that
+//   - monitor.go, rttmonitor.go: monitor, a goroutine per server that
 //     checks it on a connection of its own, with the streaming protocol or
 //     by polling, and measures its round trip time;
 //   - topology.go: Topology, which holds the current Description, starts
 //     and stops the monitors as servers come and go, applies their checks
-//     and the application's errors, makes a pool per data-bearing server
-//     (through Config.NewPool) and marks it ready, clears it or closes it
-//     as the rules say, publishes the events, and selects servers
-//     (SelectServer), waiting for the topology to change when none is
-//     suitable;
+//     and the application's errors (Server.OperationFailed,
+//     Server.ReplyReceived), makes a pool per data-bearing server (through
+//     Config.NewPool) and marks it ready, clears it or closes it as the
+//     rules say, queues the events, and selects servers (SelectServer),
+//     waiting for the topology to change when none is suitable;
 //   - srvpoll.go: Topology.StartSRVPolling, the rescans of a mongodb+srv
 //     name's SRV records for a sharded cluster.
 //
-// Decisions are taken under the Topology's lock and carried out outside it,
-// in the order they were taken, so that event handlers and pools never run
-// under a lock of this package and a pool is never marked ready after a
-// later error cleared it. The mongopool package's Client is the entry point
-// most programs use.
+// Decisions are taken and carried out under the Topology's lock, in work
+// proportional to what they change: the new Description is published to
+// selection as an immutable snapshot (read without a lock), the pools are
+// marked ready or cleared, the events queued; what may block (a monitor or a
+// pool stopped, a check canceled) is done after the lock by the goroutine
+// that decided it, or on a goroutine of the topology's. The event handler
+// and the logger run on a goroutine of their own, which nothing waits for:
+// they may call the Topology back. The mongopool package's Client is the
+// entry point most programs use.
 package topology

@@ -99,21 +99,21 @@ func (*ServerHeartbeatSucceeded) sdamEvent()   {}
 func (*ServerHeartbeatFailed) sdamEvent()      {}
 
 // Open returns the initial Description of the topology id with settings s
-// (see NewDescription) and the events of its opening: TopologyOpening, a
+// (see newDescription) and the events of its opening: TopologyOpening, a
 // TopologyDescriptionChanged from an empty Unknown topology to the initial
 // one, and a ServerOpening for each server, by address. A LoadBalanced
 // topology's load balancer starts as an Unknown server that becomes the
 // LoadBalancer at once, with its ServerDescriptionChanged and
 // TopologyDescriptionChanged, as the load balancer specification requires.
-func Open(id bson.ObjectID, s Settings) (Description, []Event, error) {
-	d, err := NewDescription(s)
+func openEvents(id bson.ObjectID, s Settings) (Description, []Event, error) {
+	d, err := newDescription(s)
 	if err != nil {
 		return Description{}, nil, err
 	}
 	first := d
 	if d.Type == LoadBalanced {
 		for c := d.servers.Cursor(); c.Next(); {
-			first.servers = first.servers.Set(c.Key(), UnknownServer(c.Key(), nil))
+			first.servers = first.servers.Set(c.Key(), unknownServer(c.Key(), nil))
 		}
 	}
 	events := []Event{
@@ -143,7 +143,7 @@ func Open(id bson.ObjectID, s Settings) (Description, []Event, error) {
 // Unknown, a PossiblePrimary hint) have no ServerDescriptionChanged of
 // their own; the TopologyDescriptionChanged shows them. An update that was
 // not applied publishes nothing.
-func (u Update) Events(id bson.ObjectID) []Event {
+func (u update) events(id bson.ObjectID) []Event {
 	if !u.Applied {
 		return nil
 	}
@@ -167,7 +167,7 @@ func (u Update) Events(id bson.ObjectID) []Event {
 // topology without servers, and the events of its closing: a ServerClosed
 // for each server, by address, a TopologyDescriptionChanged from d to the
 // closed Description, and TopologyClosed.
-func Close(id bson.ObjectID, d Description) (Description, []Event) {
+func closeEvents(id bson.ObjectID, d Description) (Description, []Event) {
 	var events []Event
 	for _, sd := range d.Servers() {
 		events = append(events, &ServerClosed{TopologyID: id, Address: sd.Address})

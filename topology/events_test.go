@@ -72,18 +72,18 @@ func TestOpenAndCloseEvents(t *testing.T) {
 				"ServerDescriptionChanged lb:1 Unknown->LoadBalancer; TopologyDescriptionChanged LoadBalanced(1)->LoadBalanced(1)",
 			"ServerClosed lb:1; TopologyDescriptionChanged LoadBalanced(1)->Unknown(0); TopologyClosed"},
 	} {
-		d, events, err := Open(id, c.s)
+		d, events, err := openEvents(id, c.s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := eventsString(t, id, events); got != c.open {
 			t.Errorf("%s: opening\n got %s\nwant %s", c.name, got, c.open)
 		}
-		want, _ := NewDescription(c.s)
+		want, _ := newDescription(c.s)
 		if !d.Equal(want) {
-			t.Errorf("%s: Open's description differs from NewDescription's", c.name)
+			t.Errorf("%s: Open's description differs from newDescription's", c.name)
 		}
-		closed, events := Close(id, d)
+		closed, events := closeEvents(id, d)
 		if got := eventsString(t, id, events); got != c.close {
 			t.Errorf("%s: closing\n got %s\nwant %s", c.name, got, c.close)
 		}
@@ -91,7 +91,7 @@ func TestOpenAndCloseEvents(t *testing.T) {
 			t.Errorf("%s: closed description %s with %d servers", c.name, closed.Type, closed.Len())
 		}
 	}
-	if _, _, err := Open(id, Settings{}); err == nil {
+	if _, _, err := openEvents(id, Settings{}); err == nil {
 		t.Error("Open without seeds succeeded")
 	}
 }
@@ -101,28 +101,28 @@ func TestOpenAndCloseEvents(t *testing.T) {
 // removed and added, and nothing for an update that changes nothing.
 func TestUpdateEvents(t *testing.T) {
 	id := bson.NewObjectID()
-	d, _, _ := Open(id, Settings{Seeds: []string{"a:1", "x:1"}})
+	d, _, _ := openEvents(id, Settings{Seeds: []string{"a:1", "x:1"}})
 	secondary := hello(t, bson.D{{Key: "secondary", Value: true}, {Key: "setName", Value: "rs"},
 		{Key: "hosts", Value: bson.A{"a:1", "b:1"}}, {Key: "primary", Value: "b:1"}, {Key: "maxWireVersion", Value: 21}})
-	u := d.Apply(NewServerDescription("a:1", secondary, time.Millisecond, testNow))
+	u := d.apply(newServerDescription("a:1", secondary, time.Millisecond, testNow))
 	want := "ServerDescriptionChanged a:1 Unknown->RSSecondary; ServerOpening b:1; TopologyDescriptionChanged Unknown(2)->ReplicaSetNoPrimary(3)"
-	if got := eventsString(t, id, u.Events(id)); got != want {
+	if got := eventsString(t, id, u.events(id)); got != want {
 		t.Errorf("secondary:\n got %s\nwant %s", got, want)
 	}
 	if b, _ := u.Description.Server("b:1"); b.Type != PossiblePrimary {
 		t.Errorf("b:1 is %s, want the PossiblePrimary hint", b.Type)
 	}
 	// The same reply again, a second later: nothing to publish.
-	again := u.Description.Apply(NewServerDescription("a:1", secondary, 2*time.Millisecond, testNow.Add(time.Second)))
-	if !again.Applied || len(again.Events(id)) != 0 {
-		t.Errorf("same reply: applied %v, events %s", again.Applied, eventsString(t, id, again.Events(id)))
+	again := u.Description.apply(newServerDescription("a:1", secondary, 2*time.Millisecond, testNow.Add(time.Second)))
+	if !again.Applied || len(again.events(id)) != 0 {
+		t.Errorf("same reply: applied %v, events %s", again.Applied, eventsString(t, id, again.events(id)))
 	}
 	primary := hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
 		{Key: "hosts", Value: bson.A{"b:1", "c:1"}}, {Key: "maxWireVersion", Value: 21}})
-	u = again.Description.Apply(NewServerDescription("b:1", primary, time.Millisecond, testNow))
+	u = again.Description.apply(newServerDescription("b:1", primary, time.Millisecond, testNow))
 	want = "ServerDescriptionChanged b:1 PossiblePrimary->RSPrimary; ServerClosed a:1; ServerClosed x:1; ServerOpening c:1; " +
 		"TopologyDescriptionChanged ReplicaSetNoPrimary(3)->ReplicaSetWithPrimary(2)"
-	if got := eventsString(t, id, u.Events(id)); got != want {
+	if got := eventsString(t, id, u.events(id)); got != want {
 		t.Errorf("primary:\n got %s\nwant %s", got, want)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// FuzzNewServerDescription feeds arbitrary bytes to NewServerDescription,
+// FuzzNewServerDescription feeds arbitrary bytes to newServerDescription,
 // then applies the description to a replica set and reads an error from the
 // same bytes. Nothing may panic; a description is Unknown exactly when it
 // has an error, and what it keeps stays within the bounds.
@@ -36,7 +36,7 @@ func FuzzNewServerDescription(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{5, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s := NewServerDescription("a:1", bson.Raw(data), time.Millisecond, testNow)
+		s := newServerDescription("a:1", bson.Raw(data), time.Millisecond, testNow)
 		if (s.Type == ServerUnknown) != (s.Error != nil) {
 			t.Fatalf("type %s with error %v", s.Type, s.Error)
 		}
@@ -56,19 +56,19 @@ func FuzzNewServerDescription(f *testing.F) {
 				t.Fatalf("address %q not lower-cased", a)
 			}
 		}
-		d, err := NewDescription(Settings{Seeds: []string{"a:1", "b:1"}})
+		d, err := newDescription(Settings{Seeds: []string{"a:1", "b:1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		u := d.Apply(s)
+		u := d.apply(s)
 		if u.Applied && u.Description.Len() > maxMembers+2 {
 			t.Fatalf("%d servers", u.Description.Len())
 		}
-		_ = u.Events(bson.ObjectID{})
-		if e, ok := ReplyError("a:1", bson.Raw(data)); ok {
-			dec := u.Description.DecideAppError(0, e)
+		_ = u.events(bson.ObjectID{})
+		if e, ok := replyError("a:1", bson.Raw(data)); ok {
+			dec := u.Description.decideAppError(0, e)
 			if dec.MarkUnknown {
-				u.Description.Apply(dec.Server)
+				u.Description.apply(dec.Server)
 			}
 		}
 	})

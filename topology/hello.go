@@ -57,7 +57,7 @@ func readFields(doc bson.Raw, want map[string]bool) (replyFields, error) {
 }
 
 // parseReply makes the description of the server at address from its hello
-// reply; see NewServerDescription for the rules and the bounds.
+// reply; see newServerDescription for the rules and the bounds.
 func parseReply(address string, reply bson.Raw) (ServerDescription, error) {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("topology: hello reply from %s: %w: %s", address, ErrInvalidReply, fmt.Sprintf(format, args...))

@@ -134,11 +134,11 @@ func sortedKeys(m map[string]slog.Value) []string {
 // milliseconds, the reply as relaxed extended JSON, the failure.
 func TestLogEventMessages(t *testing.T) {
 	id := bson.NewObjectID()
-	prev, err := NewDescription(Settings{Seeds: []string{"a.example:27018"}})
+	prev, err := newDescription(Settings{Seeds: []string{"a.example:27018"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := prev.Apply(NewServerDescription("a.example:27018", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
+	next := prev.apply(newServerDescription("a.example:27018", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
 		{Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())).Description
 	reply := hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "connectionId", Value: int32(7)}, {Key: "ok", Value: 1.0}})
 	failure := errors.New("the check of a.example:27018 failed: connection refused")
@@ -324,7 +324,7 @@ func newLoggedTopology(t testing.TB, s Settings, timeout time.Duration, l *slog.
 		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
 			return pool.New(address, connector{}, pool.WithMaintenanceInterval(-1), pool.WithEstablishErrorHandler(establishFailed))
 		},
-		StartMonitor: func(address string, mh MonitorHandler) ServerMonitor {
+		startMonitor: func(address string, mh monitorHandler) serverMonitor {
 			m := &fakeMonitor{address: address, h: mh}
 			mu.Lock()
 			monitors[address] = m
@@ -358,7 +358,7 @@ func TestTopologyLogsLifecycle(t *testing.T) {
 	m := monitor("a:1")
 	m.h.Event(&ServerHeartbeatStarted{Address: "a:1", ConnectionID: 1})
 	m.h.Event(&ServerHeartbeatSucceeded{Address: "a:1", ConnectionID: 1, ServerConnectionID: 5, Reply: hello(t, bson.D{{Key: "ok", Value: 1.0}})})
-	m.h.Checked(CheckOutcome{Server: NewServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
+	m.h.Checked(checkOutcome{Server: newServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
 		{Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())})
 	topo.Close()
 	want := []string{
@@ -442,7 +442,7 @@ func TestSelectServerLogs(t *testing.T) {
 		t.Errorf("failure %q: want the context's end, without the topology's servers", f)
 	}
 
-	monitor("a:1").h.Checked(CheckOutcome{Server: NewServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
+	monitor("a:1").h.Checked(checkOutcome{Server: newServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
 		{Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())})
 	rec.take()
 	s, err := topo.SelectServer(ctx(t), selectAll, op)
@@ -532,7 +532,7 @@ func TestSelectServerLogsFailures(t *testing.T) {
 func TestSelectServerLogsNothingUnheard(t *testing.T) {
 	allocs := func(l *slog.Logger) float64 {
 		topo, monitor := newLoggedTopology(t, Settings{Seeds: []string{"a:1"}}, time.Second, l)
-		monitor("a:1").h.Checked(CheckOutcome{Server: NewServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
+		monitor("a:1").h.Checked(checkOutcome{Server: newServerDescription("a:1", hello(t, bson.D{{Key: "isWritablePrimary", Value: true},
 			{Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())})
 		crit := Criteria{}
 		op := Operation{Name: "find", ID: 1, Criteria: &crit}
@@ -566,14 +566,14 @@ func TestMonitorHeartbeatConnectionIDs(t *testing.T) {
 	}
 	defer srv.Close()
 	events := make(chan Event, 64)
-	m := StartMonitor(MonitorConfig{
+	m := startMonitor(monitorConfig{
 		Address:               srv.Addr(),
 		Conn:                  connection.Config{ConnectTimeout: 10 * time.Second},
 		Mode:                  MonitoringPoll,
 		HeartbeatFrequency:    time.Hour,
 		MinHeartbeatFrequency: time.Millisecond,
-		Handler: MonitorHandler{
-			Checked: func(CheckOutcome) bool { return false },
+		Handler: monitorHandler{
+			Checked: func(checkOutcome) bool { return false },
 			Event: func(e Event) {
 				select {
 				case events <- e:
@@ -651,7 +651,7 @@ func BenchmarkSelectServer(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			topo, monitor := newLoggedTopology(b, Settings{Seeds: []string{"a:1"}}, time.Second, c.l)
-			monitor("a:1").h.Checked(CheckOutcome{Server: NewServerDescription("a:1", hello(b, bson.D{{Key: "isWritablePrimary", Value: true},
+			monitor("a:1").h.Checked(checkOutcome{Server: newServerDescription("a:1", hello(b, bson.D{{Key: "isWritablePrimary", Value: true},
 				{Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())})
 			ctx := context.Background()
 			b.ReportAllocs()

@@ -38,12 +38,12 @@ const (
 // least time from the end of a check to the start of one that was asked for.
 const monitorMinHeartbeat = 500 * time.Millisecond
 
-// ErrCheckCanceled is the Failure of the ServerHeartbeatFailed event of a
+// errCheckCanceled is the Failure of the ServerHeartbeatFailed event of a
 // check that CancelCheck canceled: its outcome is not reported.
-var ErrCheckCanceled = errors.New("the check was canceled")
+var errCheckCanceled = errors.New("the check was canceled")
 
-// MonitorConfig says how a Monitor checks its server.
-type MonitorConfig struct {
+// monitorConfig says how a Monitor checks its server.
+type monitorConfig struct {
 	// Address is the server's address as the topology knows it: the one
 	// the monitor connects to, and the one of its descriptions and events.
 	Address string
@@ -71,9 +71,9 @@ type MonitorConfig struct {
 	// from the monitor's goroutine, one call at a time, never under a lock
 	// of the monitor's: it may call the Monitor back. After a failed
 	// check, Checked returning true starts the next check at once (the
-	// "retry once" rule that Description.DecideCheckError decides);
+	// "retry once" rule that Description.decideCheckError decides);
 	// after a successful one its result is ignored.
-	Handler MonitorHandler
+	Handler monitorHandler
 }
 
 // Monitor is the monitor of one server, as the server monitoring
@@ -97,15 +97,15 @@ type MonitorConfig struct {
 // it at once.
 //
 // A successful check's ServerDescription has for RoundTripTime the moving
-// average of the samples and for MinRoundTripTime their minimum (see RTT).
-type Monitor struct {
+// average of the samples and for MinRoundTripTime their minimum (see roundTrips).
+type monitor struct {
 	address        string
 	conn           connection.Config // the monitor's: no authentication, no socket timeout
 	connectTimeout time.Duration
 	heartbeat      time.Duration
 	minHeartbeat   time.Duration
 	streaming      bool // the mode lets the monitor stream
-	handler        MonitorHandler
+	handler        monitorHandler
 	rtt            rttStats
 
 	ctx    context.Context // ends on Close: stops the goroutines and their I/O
@@ -135,11 +135,11 @@ type Monitor struct {
 	connID int64
 }
 
-var _ ServerMonitor = (*Monitor)(nil)
+var _ serverMonitor = (*monitor)(nil)
 
-// StartMonitor starts the monitor of the server cfg describes. Its first
+// startMonitor starts the monitor of the server cfg describes. Its first
 // check begins at once.
-func StartMonitor(cfg MonitorConfig) *Monitor {
+func startMonitor(cfg monitorConfig) *monitor {
 	c := cfg.Conn
 	c.Address = cfg.Address
 	c.Auth = nil
@@ -166,7 +166,7 @@ func StartMonitor(cfg MonitorConfig) *Monitor {
 		streaming = !onFaaS(c.Handshake.Env.Getenv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Monitor{
+	m := &monitor{
 		address:        cfg.Address,
 		conn:           c,
 		connectTimeout: max(c.ConnectTimeout, 0),
@@ -198,7 +198,7 @@ func onFaaS(getenv func(string) string) bool {
 // ignored while a check is in progress (a streaming monitor is always
 // checking: it hears of changes as they happen), and after Close. It does
 // not block.
-func (m *Monitor) RequestCheck() {
+func (m *monitor) RequestCheck() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || m.checking {
@@ -216,7 +216,7 @@ func (m *Monitor) RequestCheck() {
 // reported (unless its report has begun), and the round trip times are
 // forgotten. The next check comes after the heartbeat, or when asked for,
 // on a new connection. It does not wait for the check to end.
-func (m *Monitor) CancelCheck() {
+func (m *monitor) CancelCheck() {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -238,7 +238,7 @@ func (m *Monitor) CancelCheck() {
 // Close stops the monitor: the check in progress is interrupted, the
 // connections closed, and nothing is reported any more. It does not wait:
 // Done is closed once the monitor's goroutines have ended.
-func (m *Monitor) Close() {
+func (m *monitor) Close() {
 	m.mu.Lock()
 	var c *connection.Conn
 	if !m.closed {
@@ -256,12 +256,12 @@ func (m *Monitor) Close() {
 
 // Done returns a channel closed once the monitor's goroutines have ended,
 // after Close.
-func (m *Monitor) Done() <-chan struct{} { return m.done }
+func (m *monitor) Done() <-chan struct{} { return m.done }
 
 // run is the monitor's goroutine: a check, then the wait for the next one,
 // unless the next one is to start at once. It ends once Close was called,
 // after the RTT goroutine it may have started.
-func (m *Monitor) run() {
+func (m *monitor) run() {
 	defer close(m.done)
 	defer func() {
 		m.mu.Lock()
@@ -306,7 +306,7 @@ type checkState struct {
 }
 
 // sleep waits d, and returns false if the monitor is closed first.
-func (m *Monitor) sleep(d time.Duration) bool {
+func (m *monitor) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -320,7 +320,7 @@ func (m *Monitor) sleep(d time.Duration) bool {
 // wait waits for the next check: a heartbeat after last, or a request,
 // but not before minHeartbeatFrequency after last. It returns false when the
 // monitor is closed.
-func (m *Monitor) wait(last time.Time) bool {
+func (m *monitor) wait(last time.Time) bool {
 	t := time.NewTimer(m.heartbeat - time.Since(last))
 	defer t.Stop()
 	select {
@@ -359,7 +359,7 @@ type checkResult struct {
 
 // check runs one check and reports it. It returns whether the next check is
 // to start at once, and ok false when the monitor is closed.
-func (m *Monitor) check(st *checkState) (now, ok bool) {
+func (m *monitor) check(st *checkState) (now, ok bool) {
 	st.pace = 0 // run has waited it out
 	m.mu.Lock()
 	if m.closed {
@@ -427,7 +427,7 @@ func (m *Monitor) check(st *checkState) (now, ok bool) {
 		// CancelCheck closed the connection; the server was marked
 		// Unknown without this check.
 		st.topologyVersion = nil
-		m.event(&ServerHeartbeatFailed{Address: m.address, Duration: duration, Failure: ErrCheckCanceled, Awaited: awaited,
+		m.event(&ServerHeartbeatFailed{Address: m.address, Duration: duration, Failure: errCheckCanceled, Awaited: awaited,
 			ConnectionID: connID, ServerConnectionID: serverConnID})
 		return false, true
 	case o.Err != nil:
@@ -463,44 +463,44 @@ func sameVersion(a, b *handshake.TopologyVersion) bool {
 
 // outcome makes the outcome of a check that ended at end from what its step
 // got.
-func (m *Monitor) outcome(res checkResult, end time.Time) CheckOutcome {
+func (m *monitor) outcome(res checkResult, end time.Time) checkOutcome {
 	if res.reply == nil {
 		return m.failed(res.err, checkErrorKind(res.err))
 	}
-	sd := NewServerDescription(m.address, res.reply, 0, end)
+	sd := newServerDescription(m.address, res.reply, 0, end)
 	if sd.Type == ServerUnknown && sd.Error != nil {
 		// ok: 0, or a reply beyond the bounds of what is kept.
-		return m.failed(sd.Error, KindCommand)
+		return m.failed(sd.Error, kindCommand)
 	}
 	if res.err != nil {
 		// The handshake refused a reply the description accepts.
-		return m.failed(res.err, KindCommand)
+		return m.failed(res.err, kindCommand)
 	}
 	if res.hasSample {
 		m.rtt.add(res.sample)
 	}
 	sd.RoundTripTime, sd.MinRoundTripTime, sd.HasRoundTripTime = m.rtt.get()
-	return CheckOutcome{Server: sd}
+	return checkOutcome{Server: sd}
 }
 
-func (m *Monitor) failed(err error, kind ErrorKind) CheckOutcome {
+func (m *monitor) failed(err error, kind errorKind) checkOutcome {
 	err = fmt.Errorf("the check of %s failed: %w", m.address, err)
-	return CheckOutcome{Server: UnknownServer(m.address, err), Err: err, Kind: kind}
+	return checkOutcome{Server: unknownServer(m.address, err), Err: err, Kind: kind}
 }
 
 // checkErrorKind tells a timeout from another network error.
-func checkErrorKind(err error) ErrorKind {
+func checkErrorKind(err error) errorKind {
 	var ne net.Error
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		return KindTimeout
+		return kindTimeout
 	}
-	return KindNetwork
+	return kindNetwork
 }
 
 // handshake makes a new monitoring connection: its handshake is the check.
 // It returns the connection, nil when none was made, or when the check was
 // canceled meanwhile.
-func (m *Monitor) handshake(ctx context.Context, epoch uint64) (checkResult, *connection.Conn) {
+func (m *monitor) handshake(ctx context.Context, epoch uint64) (checkResult, *connection.Conn) {
 	var res checkResult
 	hooks := connection.Hooks{HelloReply: func(reply bson.Raw, rtt time.Duration) {
 		res.reply, res.sample, res.hasSample = reply, rtt, true
@@ -524,7 +524,7 @@ func (m *Monitor) handshake(ctx context.Context, epoch uint64) (checkResult, *co
 	if m.closed || m.epoch != epoch {
 		m.mu.Unlock()
 		c.Close()
-		return checkResult{err: ErrCheckCanceled}, nil
+		return checkResult{err: errCheckCanceled}, nil
 	}
 	m.current = c
 	m.mu.Unlock()
@@ -535,7 +535,7 @@ func (m *Monitor) handshake(ctx context.Context, epoch uint64) (checkResult, *co
 // awaitable hello, or the read of the next streamed reply. The read's
 // timeout is connectTimeoutMS, plus the heartbeat when the server may wait
 // that long before replying.
-func (m *Monitor) hello(ctx context.Context, c *connection.Conn, step checkStep, st *checkState) checkResult {
+func (m *monitor) hello(ctx context.Context, c *connection.Conn, step checkStep, st *checkState) checkResult {
 	timeout := m.connectTimeout
 	if timeout > 0 && step != stepPoll {
 		timeout += m.heartbeat
@@ -606,7 +606,7 @@ func serverConnectionID(c *connection.Conn, reply bson.Raw) int64 {
 }
 
 // drop closes the monitoring connection c.
-func (m *Monitor) drop(c *connection.Conn) {
+func (m *monitor) drop(c *connection.Conn) {
 	m.mu.Lock()
 	if m.current == c {
 		m.current = nil
@@ -617,7 +617,7 @@ func (m *Monitor) drop(c *connection.Conn) {
 
 // startRTT starts the RTT goroutine, once: the streaming protocol measures
 // round trip times on a connection of their own.
-func (m *Monitor) startRTT() {
+func (m *monitor) startRTT() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed || m.rttDone != nil {
@@ -633,7 +633,7 @@ func (m *Monitor) startRTT() {
 }
 
 // event hands a heartbeat event to the Handler.
-func (m *Monitor) event(e Event) {
+func (m *monitor) event(e Event) {
 	if m.handler.Event != nil {
 		m.handler.Event(e)
 	}
@@ -642,7 +642,7 @@ func (m *Monitor) event(e Event) {
 // report hands the outcome of a check to the Handler, unless the monitor is
 // closed (by the Handler itself, maybe, when it received the check's
 // heartbeat event), and returns its answer.
-func (m *Monitor) report(o CheckOutcome, epoch uint64) bool {
+func (m *monitor) report(o checkOutcome, epoch uint64) bool {
 	if m.handler.Checked == nil || m.isClosed() {
 		return false
 	}
@@ -653,7 +653,7 @@ func (m *Monitor) report(o CheckOutcome, epoch uint64) bool {
 // markStale makes the check under way, if any, stale: its outcome is not
 // applied. CancelCheck does it too, and more (it closes the connection);
 // markStale only counts, so that it can be called under the topology's lock.
-func (m *Monitor) markStale() {
+func (m *monitor) markStale() {
 	m.mu.Lock()
 	m.epoch++
 	m.mu.Unlock()
@@ -661,13 +661,13 @@ func (m *Monitor) markStale() {
 
 // staleSince reports whether the monitor was canceled or closed after the
 // check of epoch began.
-func (m *Monitor) staleSince(epoch uint64) bool {
+func (m *monitor) staleSince(epoch uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed || m.epoch != epoch
 }
 
-func (m *Monitor) isClosed() bool {
+func (m *monitor) isClosed() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.closed

@@ -428,7 +428,7 @@ func mustMarshal(d bson.D) bson.Raw {
 // testAddress is the address of the fake server the monitors check.
 const testAddress = "db.example:27017"
 
-// recorder is a MonitorHandler that records what a monitor reports, with
+// recorder is a monitorHandler that records what a monitor reports, with
 // when (since the recorder was made), and fails the test if two calls
 // overlap.
 type recorder struct {
@@ -438,15 +438,15 @@ type recorder struct {
 	mu      sync.Mutex
 	records []string
 	// outcomes are the outcomes reported, in order.
-	outcomes []CheckOutcome
+	outcomes []checkOutcome
 	events   []Event
 	// checked, if not nil, answers Checked.
-	checked func(CheckOutcome) bool
+	checked func(checkOutcome) bool
 	// onEvent, if not nil, is called with each event, after it is recorded.
 	onEvent func(Event)
 	// monitor is the monitor reporting, set once StartMonitor has returned
 	// it, which then closes started.
-	monitor *Monitor
+	monitor *monitor
 	started chan struct{}
 }
 
@@ -457,7 +457,7 @@ func newRecorder(t testing.TB) *recorder {
 // startedMonitor returns the monitor reporting, waiting until StartMonitor
 // has returned it: the monitor reports its first ServerHeartbeatStarted on
 // its own goroutine, perhaps before.
-func (r *recorder) startedMonitor() *Monitor {
+func (r *recorder) startedMonitor() *monitor {
 	<-r.started
 	return r.monitor
 }
@@ -468,9 +468,9 @@ func (r *recorder) enter() {
 	}
 }
 
-func (r *recorder) handler() MonitorHandler {
-	return MonitorHandler{
-		Checked: func(o CheckOutcome) bool {
+func (r *recorder) handler() monitorHandler {
+	return monitorHandler{
+		Checked: func(o checkOutcome) bool {
 			r.enter()
 			r.mu.Lock()
 			r.outcomes = append(r.outcomes, o)
@@ -500,7 +500,7 @@ func (r *recorder) handler() MonitorHandler {
 
 func (r *recorder) since() time.Duration { return time.Since(r.t0) }
 
-func (r *recorder) outcomeLine(o CheckOutcome) string {
+func (r *recorder) outcomeLine(o checkOutcome) string {
 	if o.Err != nil {
 		return fmt.Sprintf("%v error %s", r.since(), kindName(o.Kind))
 	}
@@ -525,7 +525,7 @@ func (r *recorder) eventLine(e Event) string {
 		return fmt.Sprintf("%v succeeded%s in %v", r.since(), awaited(e.Awaited), e.Duration)
 	case *ServerHeartbeatFailed:
 		s := fmt.Sprintf("%v failed%s in %v", r.since(), awaited(e.Awaited), e.Duration)
-		if errors.Is(e.Failure, ErrCheckCanceled) {
+		if errors.Is(e.Failure, errCheckCanceled) {
 			s += " canceled"
 		}
 		return s
@@ -533,13 +533,13 @@ func (r *recorder) eventLine(e Event) string {
 	return fmt.Sprintf("%v unexpected event %T", r.since(), e)
 }
 
-func kindName(k ErrorKind) string {
+func kindName(k errorKind) string {
 	switch k {
-	case KindNetwork:
+	case kindNetwork:
 		return "network"
-	case KindTimeout:
+	case kindTimeout:
 		return "timeout"
-	case KindCommand:
+	case kindCommand:
 		return "command"
 	}
 	return fmt.Sprintf("kind %d", k)
@@ -563,7 +563,7 @@ func (r *recorder) linesWith(word string) []string {
 	return out
 }
 
-func (r *recorder) lastOutcome() CheckOutcome {
+func (r *recorder) lastOutcome() checkOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.outcomes) == 0 {
@@ -585,7 +585,7 @@ func wantLines(t *testing.T, got []string, want ...string) {
 // up the recorder. When the test ends, the monitor is closed and the
 // server's goroutines waited for; in the bubble this cleanup runs before the
 // bubble waits for its goroutines.
-func startTestMonitor(t *testing.T, f *fakeServer, cfg MonitorConfig, setup ...func(r *recorder)) (m *Monitor, r *recorder) {
+func startTestMonitor(t *testing.T, f *fakeServer, cfg monitorConfig, setup ...func(r *recorder)) (m *monitor, r *recorder) {
 	r = newRecorder(t)
 	for _, s := range setup {
 		s(r)
@@ -596,7 +596,7 @@ func startTestMonitor(t *testing.T, f *fakeServer, cfg MonitorConfig, setup ...f
 		cfg.HeartbeatFrequency = 10 * time.Second
 	}
 	cfg.Handler = r.handler()
-	m = StartMonitor(cfg)
+	m = startMonitor(cfg)
 	r.monitor = m
 	close(r.started)
 	t.Cleanup(func() { m.Close(); f.wg.Wait() })
@@ -651,31 +651,31 @@ func faultWhere(fault fakeFault, where func(q fakeRequest, k int) bool) func(fak
 }
 
 // topologyStub applies outcomes as the topology does: a Single topology of
-// the one server, DecideCheckError for failures.
+// the one server, decideCheckError for failures.
 type topologyStub struct {
 	mu sync.Mutex
 	d  Description
 }
 
 func newTopologyStub(t testing.TB) *topologyStub {
-	d, err := NewDescription(Settings{Seeds: []string{testAddress}, DirectConnection: true})
+	d, err := newDescription(Settings{Seeds: []string{testAddress}, DirectConnection: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &topologyStub{d: d}
 }
 
-func (ts *topologyStub) checked(o CheckOutcome) bool {
+func (ts *topologyStub) checked(o checkOutcome) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if o.Err != nil {
-		dec := ts.d.DecideCheckError(testAddress, o.Kind, o.Err)
+		dec := ts.d.decideCheckError(testAddress, o.Kind, o.Err)
 		if dec.MarkUnknown {
-			ts.d = ts.d.Apply(dec.Server).Description
+			ts.d = ts.d.apply(dec.Server).Description
 		}
 		return dec.CheckAgainNow
 	}
-	ts.d = ts.d.Apply(o.Server).Description
+	ts.d = ts.d.apply(o.Server).Description
 	return false
 }
 
@@ -699,10 +699,10 @@ func TestMonitorPolls(t *testing.T) {
 			f.delay = delays(100*time.Millisecond, 200*time.Millisecond, 300*time.Millisecond)
 		})
 		connsAtStart := -1
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) {
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll}, func(r *recorder) {
 			// The handler takes a second of the bubble's time; the
 			// heartbeat still counts from the end of the check.
-			r.checked = func(CheckOutcome) bool { time.Sleep(time.Second); return false }
+			r.checked = func(checkOutcome) bool { time.Sleep(time.Second); return false }
 			r.onEvent = func(e Event) {
 				if _, ok := e.(*ServerHeartbeatStarted); ok && connsAtStart < 0 {
 					connsAtStart = f.connections()
@@ -753,7 +753,7 @@ func TestMonitorLegacyHello(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) { f.helloOK, f.streamable = false, true })
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: mode})
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: mode})
 				sleepUntil(r, 10*time.Second+time.Millisecond)
 				reqs := f.requests()
 				if len(reqs) < 2 {
@@ -787,7 +787,7 @@ func TestMonitorStreams(t *testing.T) {
 			f.streamable = true
 			f.delay = rttHelloDelay(300*time.Millisecond, 100*time.Millisecond)
 		})
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 3*time.Second)
 		f.bump()
 		sleepUntil(r, 15*time.Second)
@@ -842,7 +842,7 @@ func TestMonitorAwaitsWithoutExhaust(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable, f.noExhaust = true, true })
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 2*time.Second)
 		f.bump()
 		sleepUntil(r, 5*time.Second)
@@ -894,7 +894,7 @@ func TestMonitoringModes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) { f.streamable = tc.streamable })
-				var cfg MonitorConfig
+				var cfg monitorConfig
 				cfg.Mode = tc.mode
 				cfg.Conn.Handshake.Env.Getenv = func(k string) string { return tc.env[k] }
 				cfg.Conn.Handshake.Env.FileExists = func(string) bool { return false }
@@ -931,7 +931,7 @@ func TestMonitorRequestCheck(t *testing.T) {
 				return 0
 			}
 		})
-		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, 100*time.Millisecond)
 		m.RequestCheck() // 100 ms after the last check: at 500 ms
 		sleepUntil(r, 5*time.Second)
@@ -956,7 +956,7 @@ func TestMonitorRequestCheck(t *testing.T) {
 
 // TestMonitorRetryOnce: a check of a known server that fails with a network
 // error is followed at once by another, on a new connection (the topology
-// says so, by DecideCheckError); when that one fails too, the server being
+// says so, by decideCheckError); when that one fails too, the server being
 // Unknown now, the next waits for the heartbeat. The failures forget the
 // round trip times.
 func TestMonitorRetryOnce(t *testing.T) {
@@ -975,7 +975,7 @@ func TestMonitorRetryOnce(t *testing.T) {
 			f.fault = faultWhere(faultClose, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.n == 1 || q.conn == 1 })
 		})
 		ts := newTopologyStub(t)
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll}, func(r *recorder) { r.checked = ts.checked })
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 25*time.Second)
 		wantLines(t, r.lines(),
 			"0s started",
@@ -1031,7 +1031,7 @@ func TestMonitorCheckErrors(t *testing.T) {
 				f.set(func(f *fakeServer) {
 					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == tc.conn && q.n == tc.n })
 				})
-				m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
+				m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				if tc.set != nil {
 					sleepUntil(r, 5*time.Second)
 					f.set(tc.set)
@@ -1094,7 +1094,7 @@ func TestMonitorHandshakeErrors(t *testing.T) {
 				f.set(func(f *fakeServer) {
 					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == 0 })
 				})
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				sleepUntil(r, tc.at+10*time.Second)
 				wantLines(t, r.lines(),
 					"0s started",
@@ -1121,7 +1121,7 @@ func TestMonitorAwaitTimeout(t *testing.T) {
 					f.streamable = true
 					f.fault = faultWhere(faultHang, func(q fakeRequest, i int) bool { return q.conn == 0 && q.awaited && i == k })
 				})
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				at := time.Duration(k)*10*time.Second + 12*time.Second
 				sleepUntil(r, at+time.Millisecond)
 				want := []string{fmt.Sprintf("%v failed awaited in 12s", at), fmt.Sprintf("%v error timeout", at)}
@@ -1142,7 +1142,7 @@ func TestMonitorAwaitTimeout(t *testing.T) {
 				f.streamable = true
 				f.fault = faultWhere(faultHang, func(q fakeRequest, _ int) bool { return q.awaited })
 			})
-			_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+			_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 			sleepUntil(r, time.Hour)
 			if got := r.linesWith("failed"); len(got) != 0 {
 				t.Errorf("failures without connectTimeoutMS: %q", got)
@@ -1153,7 +1153,7 @@ func TestMonitorAwaitTimeout(t *testing.T) {
 
 // TestMonitorCancelCheck: CancelCheck during an awaited read closes the
 // connection; the check's outcome is not reported (its heartbeat fails with
-// ErrCheckCanceled), the round trip times are forgotten, and the next check,
+// errCheckCanceled), the round trip times are forgotten, and the next check,
 // when asked for, waits for minHeartbeatFrequency and makes a new connection.
 func TestMonitorCancelCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -1167,7 +1167,7 @@ func TestMonitorCancelCheck(t *testing.T) {
 				return 100 * time.Millisecond
 			}
 		})
-		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 5*time.Second)
 		m.CancelCheck()
 		synctest.Wait()
@@ -1206,7 +1206,7 @@ func TestMonitorCancelCheckPolling(t *testing.T) {
 			}
 			f.fault = faultWhere(faultHang, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.n == 1 })
 		})
-		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, 11*time.Second)
 		m.CancelCheck() // the check of 10 s waits for its reply
 		sleepUntil(r, 25*time.Second)
@@ -1246,9 +1246,9 @@ func TestMonitorCloseFromHandler(t *testing.T) {
 				// The handshake takes 1 ms of the bubble's time.
 				f.set(func(f *fakeServer) { f.streamable, f.delay = true, delays(time.Millisecond) })
 				var closed atomic.Bool
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) {
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream}, func(r *recorder) {
 					if from == "Checked" {
-						r.checked = func(CheckOutcome) bool { r.startedMonitor().Close(); closed.Store(true); return true }
+						r.checked = func(checkOutcome) bool { r.startedMonitor().Close(); closed.Store(true); return true }
 						return
 					}
 					r.onEvent = func(e Event) {
@@ -1290,7 +1290,7 @@ func TestMonitorCloseInterruptsAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable = true })
-		m, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 5*time.Second)
 		before := len(r.lines())
 		start := time.Now()
@@ -1321,7 +1321,7 @@ func TestMonitorIncompatibleServer(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.maxWire, f.streamable = 5, true })
 		ts := newTopologyStub(t)
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 15*time.Second)
 		wantLines(t, r.linesWith("ok"),
 			"0s ok Standalone rtt 0s min 0s tv 0",
@@ -1347,7 +1347,7 @@ func TestMonitorConfig(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable = true })
-		var cfg MonitorConfig
+		var cfg monitorConfig
 		cfg.Mode = MonitoringStream
 		cfg.Conn.Handshake.SaslSupportedMechs = "admin.user"
 		cfg.Conn.Handshake.AppName = "monitored"
@@ -1381,12 +1381,12 @@ func TestMonitorOverTCP(t *testing.T) {
 	f.set(func(f *fakeServer) { f.streamable = true })
 	addr, stopServer := f.listen()
 	defer stopServer()
-	outcomes := make(chan CheckOutcome, 16)
-	m := StartMonitor(MonitorConfig{
+	outcomes := make(chan checkOutcome, 16)
+	m := startMonitor(monitorConfig{
 		Address: addr,
 		Conn:    connection.Config{ConnectTimeout: 10 * time.Second},
 		Mode:    MonitoringStream,
-		Handler: MonitorHandler{Checked: func(o CheckOutcome) bool {
+		Handler: monitorHandler{Checked: func(o checkOutcome) bool {
 			select {
 			case outcomes <- o:
 			default:
@@ -1395,7 +1395,7 @@ func TestMonitorOverTCP(t *testing.T) {
 		}},
 	})
 	defer m.Close()
-	next := func() CheckOutcome {
+	next := func() checkOutcome {
 		t.Helper()
 		select {
 		case o := <-outcomes:
@@ -1406,7 +1406,7 @@ func TestMonitorOverTCP(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatal("no outcome within 10 s")
 		}
-		return CheckOutcome{}
+		return checkOutcome{}
 	}
 	if o := next(); o.Server.TopologyVersion == nil || o.Server.TopologyVersion.Counter != 0 {
 		t.Fatalf("first check: %+v", o.Server)
@@ -1419,17 +1419,17 @@ func TestMonitorOverTCP(t *testing.T) {
 
 // reported is an outcome, with whether its check was awaited.
 type reported struct {
-	CheckOutcome
+	checkOutcome
 	awaited bool
 }
 
 // startReporting starts a monitor of address that sends what it reports to
 // the returned channel, and a function that waits for the next report
 // matching want, failing the test after 10 s.
-func startReporting(t *testing.T, cfg MonitorConfig) (*Monitor, func(what string, want func(reported) bool) reported) {
+func startReporting(t *testing.T, cfg monitorConfig) (*monitor, func(what string, want func(reported) bool) reported) {
 	ch := make(chan reported, 256)
 	awaited := false // of the last heartbeat: the monitor's goroutine only
-	cfg.Handler = MonitorHandler{
+	cfg.Handler = monitorHandler{
 		Event: func(e Event) {
 			switch e := e.(type) {
 			case *ServerHeartbeatSucceeded:
@@ -1438,7 +1438,7 @@ func startReporting(t *testing.T, cfg MonitorConfig) (*Monitor, func(what string
 				awaited = e.Awaited
 			}
 		},
-		Checked: func(o CheckOutcome) bool {
+		Checked: func(o checkOutcome) bool {
 			select {
 			case ch <- reported{o, awaited}:
 			default:
@@ -1447,7 +1447,7 @@ func startReporting(t *testing.T, cfg MonitorConfig) (*Monitor, func(what string
 			return false
 		},
 	}
-	m := StartMonitor(cfg)
+	m := startMonitor(cfg)
 	deadline := time.NewTimer(10 * time.Second)
 	t.Cleanup(func() { deadline.Stop() })
 	return m, func(what string, want func(reported) bool) reported {
@@ -1476,7 +1476,7 @@ func TestMonitorStreamsFromReplicaSet(t *testing.T) {
 	}
 	defer rs.Close()
 	addr := rs.Members()[0].Addr()
-	m, next := startReporting(t, MonitorConfig{
+	m, next := startReporting(t, monitorConfig{
 		Address:            addr,
 		Conn:               connection.Config{ConnectTimeout: 10 * time.Second},
 		Mode:               MonitoringStream,
@@ -1507,7 +1507,7 @@ func TestMonitorStreamsFromReplicaSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = next("the stop", func(r reported) bool { return r.Err != nil })
-	if r.Kind != KindNetwork || r.Server.Type != ServerUnknown {
+	if r.Kind != kindNetwork || r.Server.Type != ServerUnknown {
 		t.Fatalf("after the stop: %v (%s)", r.Err, kindName(r.Kind))
 	}
 }
@@ -1521,7 +1521,7 @@ func TestMonitorPollsStandalone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	m, next := startReporting(t, MonitorConfig{
+	m, next := startReporting(t, monitorConfig{
 		Address:               srv.Addr(),
 		Mode:                  MonitoringAuto,
 		HeartbeatFrequency:    time.Hour,
@@ -1549,7 +1549,7 @@ func TestMonitorHandshakeRefusesReply(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.extra = bson.D{{Key: "maxBsonObjectSize", Value: "large"}} })
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringPoll})
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringPoll})
 		sleepUntil(r, time.Second)
 		wantLines(t, r.lines(), "0s started", "0s failed in 0s", "0s error command")
 		if o := r.lastOutcome(); !errors.Is(o.Err, handshake.ErrInvalidReply) {
@@ -1568,7 +1568,7 @@ func TestMonitorPacesEagerStream(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				f := newFakeServer(t)
 				f.set(func(f *fakeServer) { f.streamable, f.eager, f.noExhaust = true, true, !exhaust })
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 				sleepUntil(r, 1200*time.Millisecond)
 				f.set(func(f *fakeServer) { f.eager = false })
 				f.bump()
@@ -1601,7 +1601,7 @@ func TestMonitorRetryNotPaced(t *testing.T) {
 		f := newFakeServer(t)
 		f.set(func(f *fakeServer) { f.streamable, f.eager, f.noExhaust = true, true, true })
 		ts := newTopologyStub(t)
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream}, func(r *recorder) { r.checked = ts.checked })
 		sleepUntil(r, 1200*time.Millisecond)
 		f.set(func(f *fakeServer) {
 			f.fault = faultWhere(faultClose, func(q fakeRequest, _ int) bool { return q.conn == 0 && q.awaited })

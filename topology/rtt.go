@@ -11,27 +11,27 @@ const rttAlpha = 0.2
 // over, as the server monitoring specification sets it.
 const rttWindow = 10
 
-// RTT keeps a server's round trip times: the exponentially weighted moving
+// roundTrips keeps a server's round trip times: the exponentially weighted moving
 // average that server selection uses (the specification's roundTripTime),
 // and the least of the last 10 samples that client-side operation timeouts
 // use (minRoundTripTime). Its zero value has no samples. It is a plain
 // value, not safe for concurrent use: its owner (the server's monitor)
 // guards it.
-type RTT struct {
+type roundTrips struct {
 	average time.Duration
 	samples [rttWindow]time.Duration // a ring of the last samples
 	n       int                      // samples added, up to a point (see Add)
 }
 
 // Add records a sample. A negative one counts as zero.
-func (r *RTT) Add(sample time.Duration) {
+func (r *roundTrips) Add(sample time.Duration) {
 	if sample < 0 {
 		sample = 0
 	}
 	if r.n == 0 {
 		r.average = sample
 	} else {
-		r.average = MovingAverage(r.average, sample)
+		r.average = movingAverage(r.average, sample)
 	}
 	r.samples[r.n%rttWindow] = sample
 	r.n++
@@ -44,12 +44,12 @@ func (r *RTT) Add(sample time.Duration) {
 
 // Average returns the moving average of the samples, and false when there
 // is none yet.
-func (r *RTT) Average() (time.Duration, bool) { return r.average, r.n > 0 }
+func (r *roundTrips) Average() (time.Duration, bool) { return r.average, r.n > 0 }
 
 // Min returns the least of the last 10 samples, or 0 while fewer than 2
 // samples have been added, as the specification requires: one sample, the
 // connection's first, says little.
-func (r *RTT) Min() time.Duration {
+func (r *roundTrips) Min() time.Duration {
 	if r.n < 2 {
 		return 0
 	}
@@ -63,10 +63,10 @@ func (r *RTT) Min() time.Duration {
 
 // Reset forgets every sample: the server was marked Unknown, and its next
 // samples may be of another connection, or another server.
-func (r *RTT) Reset() { *r = RTT{} }
+func (r *roundTrips) Reset() { *r = roundTrips{} }
 
-// MovingAverage returns the average after the sample x, from the previous
+// movingAverage returns the average after the sample x, from the previous
 // average old: 0.2·x + 0.8·old.
-func MovingAverage(old, x time.Duration) time.Duration {
+func movingAverage(old, x time.Duration) time.Duration {
 	return time.Duration(rttAlpha*float64(x) + (1-rttAlpha)*float64(old))
 }

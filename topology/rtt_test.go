@@ -6,9 +6,9 @@ import (
 )
 
 func TestRTTAverage(t *testing.T) {
-	var r RTT
+	var r roundTrips
 	if _, ok := r.Average(); ok {
-		t.Fatal("an RTT without samples has an average")
+		t.Fatal("a roundTrips without samples has an average")
 	}
 	r.Add(10 * time.Millisecond)
 	if avg, ok := r.Average(); !ok || avg != 10*time.Millisecond {
@@ -21,7 +21,7 @@ func TestRTTAverage(t *testing.T) {
 }
 
 func TestRTTMinOverTheLastTenSamples(t *testing.T) {
-	var r RTT
+	var r roundTrips
 	r.Add(time.Millisecond)
 	if m := r.Min(); m != 0 {
 		t.Fatalf("one sample: min %v; want 0 until two samples", m)

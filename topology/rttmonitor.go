@@ -13,7 +13,7 @@ import (
 // rttStats is a server's RTT, shared by its monitor and its RTT goroutine.
 type rttStats struct {
 	mu  sync.Mutex
-	rtt RTT
+	rtt roundTrips
 }
 
 func (s *rttStats) add(sample time.Duration) {

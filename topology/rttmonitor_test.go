@@ -45,7 +45,7 @@ func TestRTTMonitor(t *testing.T) {
 					}
 					f.fault = faultWhere(tc.fault, func(q fakeRequest, _ int) bool { return q.conn == 1 && q.n == 1 })
 				})
-				_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
+				_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream, Conn: connection.Config{ConnectTimeout: 2 * time.Second}})
 				sleepUntil(r, 41*time.Second)
 				wantLines(t, r.linesWith("ok"),
 					"10ms ok Standalone rtt 10ms min 0s tv 0",
@@ -88,7 +88,7 @@ func TestRTTMonitorKeepsOnAfterFailedCheck(t *testing.T) {
 			// The second streamed reply, at 20.1 s, closes the connection.
 			f.fault = faultWhere(faultClose, func(q fakeRequest, k int) bool { return q.conn == 0 && q.awaited && k == 1 })
 		})
-		_, r := startTestMonitor(t, f, MonitorConfig{Mode: MonitoringStream})
+		_, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
 		sleepUntil(r, 35*time.Second)
 		wantLines(t, r.linesWith(" ok "),
 			"100ms ok Standalone rtt 100ms min 0s tv 0",

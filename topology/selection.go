@@ -426,7 +426,7 @@ func latencyWindow(dst []ServerDescription, base int, width time.Duration) []Ser
 // [0, n), uniformly (such as the IntN method of a math/rand/v2 Rand, which
 // the caller seeds and guards); inProgress returns the number of operations
 // in progress on the server at an address.
-func Choose(candidates []ServerDescription, intN func(n int) int, inProgress func(address string) int64) int {
+func choose(candidates []ServerDescription, intN func(n int) int, inProgress func(address string) int64) int {
 	switch n := len(candidates); n {
 	case 0:
 		return -1

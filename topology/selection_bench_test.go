@@ -58,7 +58,7 @@ func BenchmarkSelection(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if Choose(cands, rng.IntN, count) < 0 {
+					if choose(cands, rng.IntN, count) < 0 {
 						b.Fatal("no server")
 					}
 				}

@@ -311,13 +311,13 @@ func runSelectionFile(t testing.TB, path string) {
 	}
 }
 
-// runRTTFile checks the moving average of round trip times: the RTT of a
+// runRTTFile checks the moving average of round trip times: the roundTrips of a
 // server whose average is avg_rtt_ms ("NULL" when it has none) after the
 // sample new_rtt_ms.
 func runRTTFile(t testing.TB, path string) {
 	var f rttFile
 	readSpec(t, path, &f)
-	var r RTT
+	var r roundTrips
 	if string(f.AvgRTTMS) != `"NULL"` {
 		var avg float64
 		if err := json.Unmarshal(f.AvgRTTMS, &avg); err != nil {
@@ -365,7 +365,7 @@ func runInWindowFile(t testing.TB, path string) {
 			t.Fatal(err)
 		}
 		slices.SortFunc(cands, func(a, b ServerDescription) int { return strings.Compare(a.Address, b.Address) })
-		i := Choose(cands, rng.IntN, inProgress)
+		i := choose(cands, rng.IntN, inProgress)
 		if i < 0 {
 			t.Fatalf("no server chosen among [%s]", serverList(cands))
 		}

@@ -391,7 +391,7 @@ func TestDeprioritizedFallback(t *testing.T) {
 			t.Errorf("%s: %v, want %v", cr, got, c.want)
 		}
 	}
-	lb := topo(LoadBalanced, LoadBalancerServer("lb:1"))
+	lb := topo(LoadBalanced, loadBalancerServer("lb:1"))
 	if got := selectAddrs(t, lb, Criteria{Deprioritized: []string{"lb:1"}}); !slices.Equal(got, []string{"lb:1"}) {
 		t.Errorf("the deprioritized load balancer: %v", got)
 	}
@@ -434,7 +434,7 @@ func TestSelectAllocatesNothing(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	inProgress := func(string) int64 { return 0 }
-	if allocs := testing.AllocsPerRun(100, func() { Choose(servers, rng.IntN, inProgress) }); allocs != 0 {
+	if allocs := testing.AllocsPerRun(100, func() { choose(servers, rng.IntN, inProgress) }); allocs != 0 {
 		t.Errorf("Choose: %v allocations, want 0", allocs)
 	}
 }
@@ -442,10 +442,10 @@ func TestSelectAllocatesNothing(t *testing.T) {
 func TestChoose(t *testing.T) {
 	three := []ServerDescription{srv("a:1", Mongos, 1), srv("b:1", Mongos, 1), srv("c:1", Mongos, 1)}
 	none := func(int) int { t.Fatal("drew a random number"); return 0 }
-	if got := Choose(nil, none, nil); got != -1 {
+	if got := choose(nil, none, nil); got != -1 {
 		t.Errorf("no candidate: %d", got)
 	}
-	if got := Choose(three[:1], none, nil); got != 0 {
+	if got := choose(three[:1], none, nil); got != 0 {
 		t.Errorf("one candidate: %d", got)
 	}
 
@@ -473,7 +473,7 @@ func TestChoose(t *testing.T) {
 		{2, 0, 2}, // c, then a: as many, c drawn first
 		{2, 1, 1}, // c, then b
 	} {
-		if got := Choose(three, draws(3, c.i, c.j), inProgress); got != c.want {
+		if got := choose(three, draws(3, c.i, c.j), inProgress); got != c.want {
 			t.Errorf("draws %d, %d: chose %d, want %d", c.i, c.j, got, c.want)
 		}
 	}
@@ -483,7 +483,7 @@ func TestChoose(t *testing.T) {
 	seen := map[string]int{}
 	for range 300 {
 		var asked []string
-		i := Choose(three, rng.IntN, func(a string) int64 { asked = append(asked, a); return 0 })
+		i := choose(three, rng.IntN, func(a string) int64 { asked = append(asked, a); return 0 })
 		if len(asked) != 2 || asked[0] == asked[1] {
 			t.Fatalf("compared %v", asked)
 		}
@@ -499,8 +499,8 @@ func TestSummary(t *testing.T) {
 	id.RoundTripTime = 1234567 * time.Nanosecond
 	d := topo(ReplicaSetNoPrimary,
 		id,
-		UnknownServer("a:1", errors.New("dial tcp 127.0.0.1:1: connect: connection refused")),
-		UnknownServer("c:1", nil),
+		unknownServer("a:1", errors.New("dial tcp 127.0.0.1:1: connect: connection refused")),
+		unknownServer("c:1", nil),
 	)
 	d.SetName = "rs0"
 	want := `ReplicaSetNoPrimary, set "rs0", 3 servers: a:1 Unknown (dial tcp 127.0.0.1:1: connect: connection refused); b:1 RSSecondary (rtt 1.2ms); c:1 Unknown (not checked yet)`
@@ -510,7 +510,7 @@ func TestSummary(t *testing.T) {
 	if got := (Description{}).Summary(); got != "Unknown, no servers" {
 		t.Errorf("zero Description: %q", got)
 	}
-	lb := topo(LoadBalanced, LoadBalancerServer("lb:1"))
+	lb := topo(LoadBalanced, loadBalancerServer("lb:1"))
 	if got := lb.Summary(); got != "LoadBalanced, 1 server: lb:1 LoadBalancer" {
 		t.Errorf("load balanced: %q", got)
 	}
@@ -519,7 +519,7 @@ func TestSummary(t *testing.T) {
 	// bounded, and on one line.
 	var servers []ServerDescription
 	for i := range 100 {
-		servers = append(servers, UnknownServer(fmt.Sprintf("%s%03d:1", strings.Repeat("h", 250), i),
+		servers = append(servers, unknownServer(fmt.Sprintf("%s%03d:1", strings.Repeat("h", 250), i),
 			errors.New(strings.Repeat("line\n", 10000))))
 	}
 	incompatible := srv("old:1", RSSecondary, 1)

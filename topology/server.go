@@ -35,7 +35,7 @@ type ServerDescription struct {
 	RoundTripTime    time.Duration
 	HasRoundTripTime bool
 	// MinRoundTripTime is the least of the monitor's recent samples (the
-	// monitor sets it; NewServerDescription leaves it zero).
+	// monitor sets it; newServerDescription leaves it zero).
 	MinRoundTripTime time.Duration
 
 	// LastWriteDate is lastWrite.lastWriteDate of the reply; the zero time
@@ -86,7 +86,7 @@ type ServerDescription struct {
 	HelloOK bool
 }
 
-// Bounds on what NewServerDescription keeps of a reply. A reply beyond them
+// Bounds on what newServerDescription keeps of a reply. A reply beyond them
 // is refused: the server becomes Unknown with an error naming the bound, so
 // that a hostile reply costs no more memory than a legitimate one.
 const (
@@ -108,23 +108,23 @@ const (
 
 // ErrInvalidReply is wrapped by the Error of a ServerDescription made from a
 // reply that is malformed, has a field of the wrong type, or goes beyond
-// the bounds of what is kept (see NewServerDescription).
+// the bounds of what is kept (see newServerDescription).
 var ErrInvalidReply = errors.New("invalid hello reply")
 
-// UnknownServer returns the description of a server of type ServerUnknown,
+// unknownServer returns the description of a server of type ServerUnknown,
 // at address, because of err (nil for a server not checked yet).
-func UnknownServer(address string, err error) ServerDescription {
+func unknownServer(address string, err error) ServerDescription {
 	return ServerDescription{Address: address, Error: err}
 }
 
-// LoadBalancerServer returns the description of the load balancer at
+// loadBalancerServer returns the description of the load balancer at
 // address: the only server of a LoadBalanced topology, whose other fields
 // stay unset because it is never checked.
-func LoadBalancerServer(address string) ServerDescription {
+func loadBalancerServer(address string) ServerDescription {
 	return ServerDescription{Address: address, Type: LoadBalancer}
 }
 
-// NewServerDescription returns the description of the server at address
+// newServerDescription returns the description of the server at address
 // from its reply to a successful hello (or legacy hello) command: a check
 // that took rtt and ended at now.
 //
@@ -143,10 +143,10 @@ func LoadBalancerServer(address string) ServerDescription {
 // 256 tags, an address longer than 300 bytes, a setName or a tag longer
 // than 1024 bytes, or a lastWrite.opTime longer than 1024 bytes. None of
 // them panics, and nothing is copied beyond these bounds.
-func NewServerDescription(address string, reply bson.Raw, rtt time.Duration, now time.Time) ServerDescription {
+func newServerDescription(address string, reply bson.Raw, rtt time.Duration, now time.Time) ServerDescription {
 	s, err := parseReply(address, reply)
 	if err != nil {
-		u := UnknownServer(address, err)
+		u := unknownServer(address, err)
 		u.LastUpdateTime = now
 		return u
 	}

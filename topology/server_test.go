@@ -58,7 +58,7 @@ func TestServerType(t *testing.T) {
 		{"ghost with a setName", bson.D{{Key: "isreplicaset", Value: true}, {Key: "setName", Value: "rs"}}, RSGhost},
 		{"msg not a string", bson.D{{Key: "msg", Value: 1}}, Standalone},
 	} {
-		s := NewServerDescription("a:27017", hello(t, c.reply), time.Millisecond, testNow)
+		s := newServerDescription("a:27017", hello(t, c.reply), time.Millisecond, testNow)
 		if s.Type != c.want || s.Error != nil {
 			t.Errorf("%s: %s (%v), want %s", c.name, s.Type, s.Error, c.want)
 		}
@@ -73,7 +73,7 @@ func TestNewServerDescriptionFields(t *testing.T) {
 	pid := bson.ObjectID{2}
 	sid := bson.ObjectID{3}
 	date := time.UnixMilli(1700000000123).UTC()
-	s := NewServerDescription("a:27017", hello(t, bson.D{
+	s := newServerDescription("a:27017", hello(t, bson.D{
 		{Key: "isWritablePrimary", Value: true},
 		{Key: "setName", Value: "rs"},
 		{Key: "hosts", Value: bson.A{"B:27017", "A:27017", "b:27017"}},
@@ -121,7 +121,7 @@ func TestNewServerDescriptionFields(t *testing.T) {
 	check("round trip time", s.HasRoundTripTime && s.RoundTripTime == 5*time.Millisecond)
 	check("lastUpdateTime", s.LastUpdateTime.Equal(testNow))
 
-	nulls := NewServerDescription("a:27017", hello(t, bson.D{
+	nulls := newServerDescription("a:27017", hello(t, bson.D{
 		{Key: "isWritablePrimary", Value: true},
 		{Key: "setVersion", Value: nil},
 		{Key: "electionId", Value: nil},
@@ -159,7 +159,7 @@ func TestNewServerDescriptionRefuses(t *testing.T) {
 		{"isWritablePrimary a number", hello(t, bson.D{{Key: "isWritablePrimary", Value: 1}}), "isWritablePrimary is a 32-bit integer, not a boolean", false},
 		{"lastWriteDate a string", hello(t, bson.D{{Key: "lastWrite", Value: bson.D{{Key: "lastWriteDate", Value: "x"}}}}), "lastWriteDate is a string, not a date", false},
 	} {
-		s := NewServerDescription("a:27017", c.reply, time.Millisecond, testNow)
+		s := newServerDescription("a:27017", c.reply, time.Millisecond, testNow)
 		if s.Type != ServerUnknown || s.Error == nil || !strings.Contains(s.Error.Error(), c.want) {
 			t.Errorf("%s: %s, %v; want Unknown with an error containing %q", c.name, s.Type, s.Error, c.want)
 			continue
@@ -208,16 +208,16 @@ func TestNewServerDescriptionBounds(t *testing.T) {
 		{"tag value", bson.D{{Key: "tags", Value: bson.D{{Key: "k", Value: long(1024)}}}}, bson.D{{Key: "tags", Value: bson.D{{Key: "k", Value: long(1025)}}}}, "longer than the limit of 1024 bytes"},
 		{"opTime", bson.D{{Key: "lastWrite", Value: bson.D{{Key: "opTime", Value: long(1000)}}}}, bson.D{{Key: "lastWrite", Value: bson.D{{Key: "opTime", Value: long(1100)}}}}, "opTime of 1105 bytes is longer than the limit of 1024"},
 	} {
-		if s := NewServerDescription("a:1", hello(t, c.fit), 0, testNow); s.Error != nil {
+		if s := newServerDescription("a:1", hello(t, c.fit), 0, testNow); s.Error != nil {
 			t.Errorf("%s: a reply within the bound is refused: %v", c.name, s.Error)
 		}
-		s := NewServerDescription("a:1", hello(t, c.over), 0, testNow)
+		s := newServerDescription("a:1", hello(t, c.over), 0, testNow)
 		if s.Type != ServerUnknown || !errors.Is(s.Error, ErrInvalidReply) || !strings.Contains(s.Error.Error(), c.want) {
 			t.Errorf("%s: %s, %v; want Unknown with an error containing %q", c.name, s.Type, s.Error, c.want)
 		}
 	}
 	big := make(bson.Raw, handshake.MaxReplySize+1)
-	if s := NewServerDescription("a:1", big, 0, testNow); !errors.Is(s.Error, ErrInvalidReply) || !strings.Contains(s.Error.Error(), "more than the") {
+	if s := newServerDescription("a:1", big, 0, testNow); !errors.Is(s.Error, ErrInvalidReply) || !strings.Contains(s.Error.Error(), "more than the") {
 		t.Errorf("oversized reply: %v", s.Error)
 	}
 }
@@ -256,7 +256,7 @@ func TestNewServerDescriptionHostileReplies(t *testing.T) {
 		refused bool
 	}{{"hosts", manyHosts, true}, {"top-level fields", manyFields, false}, {"tags", manyTags, true}} {
 		var s ServerDescription
-		got := testkit.Allocated(func() { s = NewServerDescription("a:1", c.reply, 0, testNow) })
+		got := testkit.Allocated(func() { s = newServerDescription("a:1", c.reply, 0, testNow) })
 		if (s.Error != nil) != c.refused {
 			t.Errorf("%s: error %v, want refused %v", c.name, s.Error, c.refused)
 		}
@@ -321,8 +321,8 @@ func TestEqual(t *testing.T) {
 	if !base.Equal(same) {
 		t.Error("times, helloOk or the order of hosts make descriptions differ")
 	}
-	e1 := UnknownServer("a:1", errors.New("boom"))
-	e2 := UnknownServer("a:1", errors.New("boom"))
+	e1 := unknownServer("a:1", errors.New("boom"))
+	e2 := unknownServer("a:1", errors.New("boom"))
 	if !e1.Equal(e2) {
 		t.Error("errors with the same message make descriptions differ")
 	}

@@ -10,10 +10,10 @@ package topology
 // opened with Open. Each phase then
 //
 //   - applies its responses in order: an empty one is a network error of
-//     the check (DecideCheckError), any other goes through NewServerDescription,
-//     then Apply, or DecideCheckError when the description is an Unknown with an
+//     the check (decideCheckError), any other goes through newServerDescription,
+//     then Apply, or decideCheckError when the description is an Unknown with an
 //     error (an ok: 0 reply);
-//   - applies its applicationErrors through DecideAppError, a command error being
+//   - applies its applicationErrors through decideAppError, a command error being
 //     the one ReplyError finds in the response (none for a reply whose only
 //     errors are writeErrors);
 //   - compares the outcome: the topology's fields and each server's, or, in
@@ -183,7 +183,7 @@ func runSpecFile(t testing.TB, path string) {
 		LoadBalanced:     cs.LoadBalanced != nil && *cs.LoadBalanced,
 	}
 	r := &specRun{t: t, id: bson.NewObjectID(), gen: map[string]uint64{}, now: time.Unix(1700000000, 0)}
-	d, events, err := Open(r.id, settings)
+	d, events, err := openEvents(r.id, settings)
 	if err != nil {
 		t.Fatalf("Open(%+v): %v", settings, err)
 	}
@@ -226,30 +226,30 @@ func (r *specRun) response(resp []json.RawMessage) {
 	r.now = r.now.Add(time.Second)
 	doc := extDocument(t, resp[1])
 	if len(doc) == 5 { // {}: a network error of the check
-		r.decided(addr, r.d.DecideCheckError(addr, KindNetwork, errors.New("network error (simulated)")))
+		r.decided(addr, r.d.decideCheckError(addr, kindNetwork, errors.New("network error (simulated)")))
 		return
 	}
-	s := NewServerDescription(addr, doc, time.Millisecond, r.now)
+	s := newServerDescription(addr, doc, time.Millisecond, r.now)
 	if s.Error != nil {
-		r.decided(addr, r.d.DecideCheckError(addr, KindCommand, s.Error))
+		r.decided(addr, r.d.decideCheckError(addr, kindCommand, s.Error))
 		return
 	}
-	r.apply(r.d.Apply(s))
+	r.apply(r.d.apply(s))
 }
 
 func (r *specRun) appError(ae specAppError) {
 	t := r.t
-	e := AppError{Address: ae.Address}
+	e := appError{Address: ae.Address}
 	switch ae.Type {
 	case "command":
 		var ok bool
-		if e, ok = ReplyError(ae.Address, extDocument(t, ae.Response)); !ok {
+		if e, ok = replyError(ae.Address, extDocument(t, ae.Response)); !ok {
 			return // no error for SDAM to handle (writeErrors only)
 		}
 	case "network":
-		e.Kind, e.Err = KindNetwork, errors.New("network error (simulated)")
+		e.Kind, e.Err = kindNetwork, errors.New("network error (simulated)")
 	case "timeout":
-		e.Kind, e.Err = KindTimeout, errors.New("network timeout (simulated)")
+		e.Kind, e.Err = kindTimeout, errors.New("network timeout (simulated)")
 	default:
 		t.Fatalf("applicationError of unknown type %q", ae.Type)
 	}
@@ -258,9 +258,9 @@ func (r *specRun) appError(ae specAppError) {
 	}
 	switch ae.When {
 	case "beforeHandshakeCompletes":
-		e.Phase = BeforeHandshake
+		e.Phase = beforeHandshake
 	case "afterHandshakeCompletes":
-		e.Phase = AfterHandshake
+		e.Phase = afterHandshake
 	default:
 		t.Fatalf("applicationError with unknown when %q", ae.When)
 	}
@@ -268,12 +268,12 @@ func (r *specRun) appError(ae specAppError) {
 	if ae.Generation != nil {
 		e.Generation = *ae.Generation
 	}
-	r.decided(ae.Address, r.d.DecideAppError(r.gen[ae.Address], e))
+	r.decided(ae.Address, r.d.decideAppError(r.gen[ae.Address], e))
 }
 
 // decided carries out a decision about the server at addr: the Unknown
 // description through Apply, and the clear on the fake pool.
-func (r *specRun) decided(addr string, dec Decision) {
+func (r *specRun) decided(addr string, dec decision) {
 	if dec.ServiceID != nil {
 		r.t.Fatalf("decision to clear the connections of service %s: load-balanced pools are not modeled", dec.ServiceID.Hex())
 	}
@@ -281,7 +281,7 @@ func (r *specRun) decided(addr string, dec Decision) {
 		if dec.Server.Type != ServerUnknown || dec.Server.Address != addr {
 			r.t.Fatalf("decision to mark %s Unknown carries %s of %s", addr, dec.Server.Type, dec.Server.Address)
 		}
-		r.apply(r.d.Apply(dec.Server))
+		r.apply(r.d.apply(dec.Server))
 	}
 	if dec.Clear {
 		if _, ok := r.gen[addr]; ok {
@@ -290,7 +290,7 @@ func (r *specRun) decided(addr string, dec Decision) {
 	}
 }
 
-func (r *specRun) apply(u Update) {
+func (r *specRun) apply(u update) {
 	r.d = u.Description
 	for _, a := range u.Removed {
 		delete(r.gen, a)
@@ -298,7 +298,7 @@ func (r *specRun) apply(u Update) {
 	for _, a := range u.Added {
 		r.gen[a] = 0
 	}
-	r.events = append(r.events, u.Events(r.id)...)
+	r.events = append(r.events, u.events(r.id)...)
 }
 
 func (r *specRun) checkOutcome(phase string, o specOutcome) {

@@ -12,7 +12,7 @@ import (
 // mongos Discovery" specification): which records of a rescan count, and
 // what the hosts they name do to the topology. The poller is in srvpoll.go.
 
-// ApplySRV returns the Description after a rescan of the SRV records of a
+// applySRV returns the Description after a rescan of the SRV records of a
 // mongodb+srv connection string found hosts ("host:port", the records that
 // passed verification), by the specification's rules:
 //
@@ -28,12 +28,12 @@ import (
 //     Fisher-Yates shuffle with rnd (math/rand/v2's global source when
 //     nil), as the initial discovery picks them.
 //
-// Host names are compared without regard to case. The Update tells the
+// Host names are compared without regard to case. The update tells the
 // servers added and removed (for their monitors and pools, and the events);
 // its Address is empty, as no server description was applied. Applied is
 // false when the topology was left as it is for one of the reasons above.
-func (d Description) ApplySRV(hosts []string, srvMaxHosts int, rnd *rand.Rand) Update {
-	u := Update{Previous: d, Description: d}
+func (d Description) applySRV(hosts []string, srvMaxHosts int, rnd *rand.Rand) update {
+	u := update{Previous: d, Description: d}
 	if len(hosts) == 0 || d.Type != TopologyUnknown && d.Type != Sharded {
 		return u
 	}
@@ -70,7 +70,7 @@ func (d Description) ApplySRV(hosts []string, srvMaxHosts int, rnd *rand.Rand) U
 		fresh = fresh[:max(0, srvMaxHosts-next.servers.Len())]
 	}
 	for _, a := range fresh {
-		next.servers = next.servers.Set(a, UnknownServer(a, nil))
+		next.servers = next.servers.Set(a, unknownServer(a, nil))
 	}
 	u.Added = fresh
 	slices.Sort(u.Added)

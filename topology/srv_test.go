@@ -31,12 +31,12 @@ func mongosHello() bson.D {
 // shardedOf returns a Sharded topology of mongoses at seeds, all checked.
 func shardedOf(t *testing.T, seeds ...string) Description {
 	t.Helper()
-	d, err := NewDescription(Settings{Seeds: seeds})
+	d, err := newDescription(Settings{Seeds: seeds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range seeds {
-		d = d.Apply(NewServerDescription(a, hello(t, mongosHello()), time.Millisecond, time.Now())).Description
+		d = d.apply(newServerDescription(a, hello(t, mongosHello()), time.Millisecond, time.Now())).Description
 	}
 	if d.Type != Sharded {
 		t.Fatalf("the mongoses make a %v topology", d.Type)
@@ -46,7 +46,7 @@ func shardedOf(t *testing.T, seeds ...string) Description {
 
 // srvUpdateString shows what an update did: the servers removed and added,
 // and the topology after, each server with its type.
-func srvUpdateString(u Update) string {
+func srvUpdateString(u update) string {
 	var servers []string
 	for _, sd := range u.Description.Servers() {
 		servers = append(servers, sd.Address+"="+sd.Type.String())
@@ -86,7 +86,7 @@ func TestApplySRV(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := shardedOf(t, srv17, srv18)
-			u := d.ApplySRV(tc.hosts, tc.srvMaxHosts, rand.New(rand.NewPCG(1, 2)))
+			u := d.applySRV(tc.hosts, tc.srvMaxHosts, rand.New(rand.NewPCG(1, 2)))
 			if !u.Applied {
 				t.Fatal("the rescan was not applied")
 			}
@@ -112,7 +112,7 @@ func TestApplySRVMaxHostsPicksAtRandom(t *testing.T) {
 	d := shardedOf(t, srv17, srv18)
 	picked := map[string]int{}
 	for seed := range uint64(64) {
-		u := d.ApplySRV([]string{srv17, srv19, srv20}, 2, rand.New(rand.NewPCG(seed, seed)))
+		u := d.applySRV([]string{srv17, srv19, srv20}, 2, rand.New(rand.NewPCG(seed, seed)))
 		if !slices.Equal(u.Removed, []string{srv18}) || len(u.Added) != 1 || u.Description.Len() != 2 {
 			t.Fatalf("seed %d: %s; want %s removed and one host added", seed, srvUpdateString(u), srv18)
 		}
@@ -131,13 +131,13 @@ func TestApplySRVMaxHostsPicksAtRandom(t *testing.T) {
 // lacks when some left.
 func TestApplySRVMaxHostsTopsUp(t *testing.T) {
 	d := shardedOf(t, srv17, srv18)
-	if u := d.ApplySRV([]string{srv17, srv18, srv19, srv20}, 2, nil); len(u.Added) != 0 || len(u.Removed) != 0 {
+	if u := d.applySRV([]string{srv17, srv18, srv19, srv20}, 2, nil); len(u.Added) != 0 || len(u.Removed) != 0 {
 		t.Errorf("full topology: %s; want no change", srvUpdateString(u))
 	}
-	if u := d.ApplySRV([]string{srv17, srv18, srv19, srv20}, 3, nil); len(u.Added) != 1 || u.Description.Len() != 3 {
+	if u := d.applySRV([]string{srv17, srv18, srv19, srv20}, 3, nil); len(u.Added) != 1 || u.Description.Len() != 3 {
 		t.Errorf("one place left: %s; want one host added", srvUpdateString(u))
 	}
-	if u := d.ApplySRV([]string{srv19, srv20}, 1, nil); len(u.Added) != 1 || u.Description.Len() != 1 || len(u.Removed) != 2 {
+	if u := d.applySRV([]string{srv19, srv20}, 1, nil); len(u.Added) != 1 || u.Description.Len() != 1 || len(u.Removed) != 2 {
 		t.Errorf("both gone, srvMaxHosts 1: %s; want one of the two new hosts", srvUpdateString(u))
 	}
 }
@@ -145,28 +145,28 @@ func TestApplySRVMaxHostsTopsUp(t *testing.T) {
 // TestApplySRVIgnored checks the rescans that change nothing: one that found
 // no host, and any in a topology that is not Unknown or Sharded.
 func TestApplySRVIgnored(t *testing.T) {
-	unknown, err := NewDescription(Settings{Seeds: []string{srv17}})
+	unknown, err := newDescription(Settings{Seeds: []string{srv17}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := unknown.ApplySRV(nil, 0, nil); u.Applied || !u.Description.Equal(unknown) {
+	if u := unknown.applySRV(nil, 0, nil); u.Applied || !u.Description.Equal(unknown) {
 		t.Errorf("no host: applied %v, %s", u.Applied, srvUpdateString(u))
 	}
-	if u := unknown.ApplySRV([]string{srv18}, 0, nil); !u.Applied || srvUpdateString(u) != "removed "+srv17+"; added "+srv18+"; Unknown "+srv18+"=Unknown" {
+	if u := unknown.applySRV([]string{srv18}, 0, nil); !u.Applied || srvUpdateString(u) != "removed "+srv17+"; added "+srv18+"; Unknown "+srv18+"=Unknown" {
 		t.Errorf("an Unknown topology is rescanned: applied %v, %s", u.Applied, srvUpdateString(u))
 	}
-	rs := unknown.Apply(NewServerDescription(srv17, hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
+	rs := unknown.apply(newServerDescription(srv17, hello(t, bson.D{{Key: "isWritablePrimary", Value: true}, {Key: "setName", Value: "rs"},
 		{Key: "hosts", Value: bson.A{srv17}}, {Key: "minWireVersion", Value: 0}, {Key: "maxWireVersion", Value: 21}}), time.Millisecond, time.Now())).Description
-	single, err := NewDescription(Settings{Seeds: []string{srv17}, DirectConnection: true})
+	single, err := newDescription(Settings{Seeds: []string{srv17}, DirectConnection: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lb, err := NewDescription(Settings{Seeds: []string{srv17}, LoadBalanced: true})
+	lb, err := newDescription(Settings{Seeds: []string{srv17}, LoadBalanced: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []Description{rs, single, lb} {
-		if u := d.ApplySRV([]string{srv18}, 0, nil); u.Applied || !u.Description.Equal(d) || len(u.Added)+len(u.Removed) != 0 {
+		if u := d.applySRV([]string{srv18}, 0, nil); u.Applied || !u.Description.Equal(d) || len(u.Added)+len(u.Removed) != 0 {
 			t.Errorf("%v topology: applied %v, %s", d.Type, u.Applied, srvUpdateString(u))
 		}
 	}
@@ -178,12 +178,12 @@ func TestApplySRVIgnored(t *testing.T) {
 func TestApplySRVEvents(t *testing.T) {
 	id := bson.NewObjectID()
 	d := shardedOf(t, srv17, srv18)
-	got := eventsString(t, id, d.ApplySRV([]string{srv17, srv19}, 0, nil).Events(id))
+	got := eventsString(t, id, d.applySRV([]string{srv17, srv19}, 0, nil).events(id))
 	want := "ServerClosed " + srv18 + "; ServerOpening " + srv19 + "; TopologyDescriptionChanged Sharded(2)->Sharded(2)"
 	if got != want {
 		t.Errorf("events:\n%s\nwant:\n%s", got, want)
 	}
-	if got := d.ApplySRV([]string{srv17, srv18}, 0, nil).Events(id); len(got) != 0 {
+	if got := d.applySRV([]string{srv17, srv18}, 0, nil).events(id); len(got) != 0 {
 		t.Errorf("a rescan that changed nothing published %s", eventsString(t, id, got))
 	}
 }

@@ -53,7 +53,7 @@ type SRVPolling struct {
 // StartSRVPolling starts rescanning the SRV records of a mongodb+srv
 // connection string's host, on a goroutine of its own, as the "Polling SRV
 // Records for mongos Discovery" specification asks of a client made from
-// one: what a rescan finds is applied as Description.ApplySRV says, as the
+// one: what a rescan finds is applied as Description.applySRV says, as the
 // monitors' checks are applied (under the topology's lock, the events,
 // monitors started and servers removed carried out in order after it).
 //
@@ -182,7 +182,7 @@ func (t *Topology) applySRV(hosts []string, srvMaxHosts int) bool {
 		t.unlock(&fx)
 		return false
 	}
-	u := t.desc.ApplySRV(hosts, srvMaxHosts, nil)
+	u := t.desc.applySRV(hosts, srvMaxHosts, nil)
 	if u.Applied {
 		t.applyUpdateLocked(u, &fx)
 	}

@@ -395,7 +395,7 @@ func TestSRVPollingLogs(t *testing.T) {
 			NewPool: func(address string, _ func(error)) (*pool.Pool, error) {
 				return nil, errors.New("no pool in this test")
 			},
-			StartMonitor: func(address string, h MonitorHandler) ServerMonitor { return &fakeMonitor{address: address, h: h} },
+			startMonitor: func(address string, h monitorHandler) serverMonitor { return &fakeMonitor{address: address, h: h} },
 			Logger:       slog.New(logs),
 		})
 		if err != nil {

@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/internal/deliver"
 	"github.com/mongopool/mongopool/internal/ptree"
 	"github.com/mongopool/mongopool/pool"
@@ -30,9 +32,9 @@ const (
 // ErrClosed is returned by a Topology's methods once it is closed.
 var ErrClosed = errors.New("topology: the topology is closed")
 
-// ServerMonitor is what the topology needs of the monitor of a server (see
+// serverMonitor is what the topology needs of the monitor of a server (see
 // StartMonitor).
-type ServerMonitor interface {
+type serverMonitor interface {
 	// RequestCheck asks for a check as soon as the monitor may. It never
 	// blocks: the topology calls it under its lock.
 	RequestCheck()
@@ -46,12 +48,12 @@ type ServerMonitor interface {
 	Done() <-chan struct{}
 }
 
-// CheckOutcome is what a monitor's check found: the server's description
+// checkOutcome is what a monitor's check found: the server's description
 // when it succeeded, or the error and its kind when it failed.
-type CheckOutcome struct {
+type checkOutcome struct {
 	Server ServerDescription // valid when Err is nil
 	Err    error
-	Kind   ErrorKind // of Err
+	Kind   errorKind // of Err
 
 	// monitor and epoch tell, for a Monitor's outcome, whether a
 	// cancellation came after the check began (see stale).
@@ -69,16 +71,16 @@ type cancelable interface {
 // stale reports whether the check was canceled after it began: the server
 // was marked Unknown since, and the outcome must not undo that. It is asked
 // under the topology's lock, which decisions to cancel are taken under too.
-func (o CheckOutcome) stale() bool {
+func (o checkOutcome) stale() bool {
 	return o.monitor != nil && o.monitor.staleSince(o.epoch)
 }
 
-// MonitorHandler is how a monitor reports to its topology: Checked with the
+// monitorHandler is how a monitor reports to its topology: Checked with the
 // outcome of each check, which returns true when the monitor is to check
 // again at once (the "retry once" rule); Event with its heartbeat events.
 // Both may be called from the monitor's goroutine only, one at a time.
-type MonitorHandler struct {
-	Checked func(CheckOutcome) (checkAgainNow bool)
+type monitorHandler struct {
+	Checked func(checkOutcome) (checkAgainNow bool)
 	Event   func(Event)
 }
 
@@ -106,12 +108,22 @@ type Config struct {
 	// the server: it must not block, nor call the topology (pool.New
 	// does neither).
 	NewPool func(address string, establishFailed func(error)) (*pool.Pool, error)
-	// StartMonitor starts the monitor of the server at address, which
-	// reports to h. It is called under the topology's lock: it must not
-	// block, nor call the topology (the monitor reports from a goroutine
-	// of its own). It is not called in a LoadBalanced topology, whose load
-	// balancer is not monitored.
-	StartMonitor func(address string, h MonitorHandler) ServerMonitor
+	// Connection says how the monitor of the server at address connects to
+	// it: the settings of the client's connections (TLS, the hello's
+	// options, compressors, the dial function, connectTimeoutMS), of which
+	// the monitor leaves authentication and the socket timeout out. It is
+	// called under the topology's lock, so it must not block. It is not
+	// called in a LoadBalanced topology, whose load balancer is not
+	// monitored.
+	Connection func(address string) connection.Config
+	// HeartbeatFrequency is heartbeatFrequencyMS, DefaultHeartbeatFrequency
+	// when zero.
+	HeartbeatFrequency time.Duration
+	// MonitoringMode is serverMonitoringMode: MonitoringAuto when empty.
+	MonitoringMode MonitoringMode
+	// startMonitor, set by the package's tests, starts fake monitors in
+	// place of real ones.
+	startMonitor func(address string, h monitorHandler) serverMonitor
 	// EventHandler, if not nil, receives the SDAM events (the monitors'
 	// heartbeat events among them) in order, one at a time, on a
 	// goroutine of the topology's own: neither the topology, nor its
@@ -211,7 +223,7 @@ type delivery struct {
 type effects struct {
 	changed []chan struct{} // of the snapshots replaced: closed
 	wake    bool            // the delivery goroutine is to be woken
-	cancel  []ServerMonitor // checks to cancel
+	cancel  []serverMonitor // checks to cancel
 	stopped []*Server       // servers removed: their monitor and pool to close
 }
 
@@ -222,11 +234,11 @@ func New(cfg Config) (*Topology, error) {
 	if cfg.NewPool == nil {
 		return nil, errors.New("topology: Config.NewPool is nil")
 	}
-	if cfg.StartMonitor == nil && !cfg.Settings.LoadBalanced {
-		return nil, errors.New("topology: Config.StartMonitor is nil")
+	if cfg.Connection == nil && cfg.startMonitor == nil && !cfg.Settings.LoadBalanced {
+		return nil, errors.New("topology: Config.Connection is nil: the monitors need to connect")
 	}
 	id := bson.NewObjectID()
-	desc, events, err := Open(id, cfg.Settings)
+	desc, events, err := openEvents(id, cfg.Settings)
 	if err != nil {
 		return nil, err
 	}
@@ -345,18 +357,31 @@ func (t *Topology) addServerLocked(address string) *Server {
 
 // startMonitorLocked starts the monitor of s.
 func (t *Topology) startMonitorLocked(s *Server) {
-	if t.cfg.StartMonitor == nil || t.desc.Type == LoadBalanced {
+	if t.desc.Type == LoadBalanced {
 		return
 	}
-	m := t.cfg.StartMonitor(s.address, MonitorHandler{
-		Checked: func(o CheckOutcome) bool { return t.checked(s, o) },
+	h := monitorHandler{
+		Checked: func(o checkOutcome) bool { return t.checked(s, o) },
 		Event:   func(e Event) { t.monitorEvent(s, e) },
-	})
+	}
+	var m serverMonitor
+	if t.cfg.startMonitor != nil {
+		m = t.cfg.startMonitor(s.address, h)
+	} else {
+		m = startMonitor(monitorConfig{
+			Address:               s.address,
+			Conn:                  t.cfg.Connection(s.address),
+			HeartbeatFrequency:    t.cfg.HeartbeatFrequency,
+			MinHeartbeatFrequency: t.minHeartbeat,
+			Mode:                  t.cfg.MonitoringMode,
+			Handler:               h,
+		})
+	}
 	s.monitor.Store(&m)
 }
 
 // checked applies the outcome of a check of s by its monitor.
-func (t *Topology) checked(s *Server, o CheckOutcome) bool {
+func (t *Topology) checked(s *Server, o checkOutcome) bool {
 	var fx effects
 	t.mu.Lock()
 	if t.closed || s.removed || o.stale() {
@@ -367,7 +392,7 @@ func (t *Topology) checked(s *Server, o CheckOutcome) bool {
 	if o.Err == nil {
 		t.applyLocked(o.Server, &fx)
 	} else {
-		d := t.desc.DecideCheckError(s.address, o.Kind, o.Err)
+		d := t.desc.decideCheckError(s.address, o.Kind, o.Err)
 		t.carryOutLocked(s, d, nil, &fx)
 		again = d.CheckAgainNow
 	}
@@ -378,8 +403,8 @@ func (t *Topology) checked(s *Server, o CheckOutcome) bool {
 // applyLocked applies a server description to the topology and carries out
 // what follows: the events, the pool made ready when the server is found
 // data-bearing, monitors started and servers removed, checks asked for.
-func (t *Topology) applyLocked(sd ServerDescription, fx *effects) Update {
-	u := t.desc.Apply(sd)
+func (t *Topology) applyLocked(sd ServerDescription, fx *effects) update {
+	u := t.desc.apply(sd)
 	if u.Applied {
 		t.applyUpdateLocked(u, fx)
 	}
@@ -391,7 +416,7 @@ func (t *Topology) applyLocked(sd ServerDescription, fx *effects) Update {
 // data-bearing, servers added and removed, the new state published, the
 // events queued, the monitors of the servers added started, and the checks
 // asked for. Its work is proportional to what u changed.
-func (t *Topology) applyUpdateLocked(u Update, fx *effects) {
+func (t *Topology) applyUpdateLocked(u update, fx *effects) {
 	t.desc = u.Description
 	// The servers' new state (pools made ready, servers added and
 	// removed) is published before the events that tell of it: a handler
@@ -412,7 +437,7 @@ func (t *Topology) applyUpdateLocked(u Update, fx *effects) {
 		t.wantPoolLocked(s)
 	}
 	t.publishLocked(fx)
-	t.queueEventsLocked(u.Events(t.id), fx)
+	t.queueEventsLocked(u.events(t.id), fx)
 	// The monitors of the servers added start after their ServerOpening.
 	for _, s := range added {
 		t.startMonitorLocked(s)
@@ -496,7 +521,7 @@ func (s *Server) stop() {
 
 // carryOutLocked carries out a decision about s: the server marked Unknown,
 // its pool cleared, its monitor's check canceled or asked for.
-func (t *Topology) carryOutLocked(s *Server, d Decision, cause error, fx *effects) {
+func (t *Topology) carryOutLocked(s *Server, d decision, cause error, fx *effects) {
 	if d.MarkUnknown {
 		t.applyLocked(d.Server, fx)
 	}
@@ -530,19 +555,19 @@ func (t *Topology) carryOutLocked(s *Server, d Decision, cause error, fx *effect
 // HandleError applies the specification's rules to an error an application's
 // operation met on the server at e.Address: the server may be marked
 // Unknown, its pool cleared, its monitor asked for a check. It returns the
-// decision taken (the zero Decision, with a Reason, when the error was
+// decision taken (the zero decision, with a Reason, when the error was
 // ignored), with the decision published to selection, so that a retry does
 // not select the server as it was. It never waits for anything but the
 // topology's lock, which is held for work proportional to the change.
-func (t *Topology) HandleError(e AppError) Decision {
+func (t *Topology) handleError(e appError) decision {
 	var fx effects
 	t.mu.Lock()
 	s, ok := t.servers.Get(e.Address)
 	if t.closed || !ok {
 		t.unlock(&fx)
-		return Decision{Reason: "the server is not in the topology"}
+		return decision{Reason: "the server is not in the topology"}
 	}
-	d := t.desc.DecideAppError(s.generation(e.ServiceID), e)
+	d := t.desc.decideAppError(s.generation(e.ServiceID), e)
 	t.carryOutLocked(s, d, e.Err, &fx)
 	t.unlock(&fx)
 	return d
@@ -550,7 +575,7 @@ func (t *Topology) HandleError(e AppError) Decision {
 
 // establishFailed is the establish-error handler of the pool of s.
 func (t *Topology) establishFailed(s *Server, err error) {
-	t.HandleError(EstablishError(s.address, err))
+	t.handleError(establishError(s.address, err))
 }
 
 // monitorEvent queues a monitor's heartbeat event, in order with the rest,
@@ -595,7 +620,7 @@ func (t *Topology) Close() error {
 		return nil
 	}
 	t.closed = true
-	desc, events := Close(t.id, t.desc)
+	desc, events := closeEvents(t.id, t.desc)
 	t.desc = desc
 	var servers []*Server
 	for c := t.servers.Cursor(); c.Next(); {
@@ -702,7 +727,7 @@ type Server struct {
 	topo    *Topology
 	address string
 	pool    atomic.Pointer[pool.Pool]
-	monitor atomic.Pointer[ServerMonitor] // set once, when it starts
+	monitor atomic.Pointer[serverMonitor] // set once, when it starts
 	// inProgress counts the operations selected on the server and not done.
 	inProgress atomic.Int64
 
@@ -723,10 +748,46 @@ func (s *Server) InProgress() int64 { return s.inProgress.Load() }
 func (s *Server) Done() { s.inProgress.Add(-1) }
 
 // HandleError applies the error rules to e, an error met on this server.
-func (s *Server) HandleError(e AppError) Decision {
+func (s *Server) handleError(e appError) decision {
 	e.Address = s.address
-	return s.topo.HandleError(e)
+	return s.topo.handleError(e)
 }
+
+// OperationFailed applies the specification's error rules to err, which an
+// application's operation met on a connection of the server's pool of
+// generation gen (of service svc, in a load-balanced topology; nil
+// otherwise): the server may be marked Unknown, its pool cleared, its
+// monitor asked for a check. broken says whether err broke the connection (a
+// network error, a reply that breaks the protocol: the connection's Err).
+// An error that is none of the server's (the caller's context ending, a
+// command that could not be encoded) changes nothing. The decision is
+// published to selection before OperationFailed returns, so that a retry
+// does not select the server as it was; it never waits for anything but the
+// topology's lock.
+func (s *Server) OperationFailed(gen uint64, svc *bson.ObjectID, broken bool, err error) {
+	if e, ok := operationError(s.address, gen, svc, broken, err); ok {
+		s.handleError(e)
+	}
+}
+
+// ReplyReceived applies the error rules to a successful reply (ok: 1) that a
+// connection of the server's pool of generation gen (service svc) received:
+// a writeConcernError with a state change code ("not writable primary",
+// "shutting down") counts as the same error in a failed reply would. A reply
+// without one costs a look for the field's name.
+func (s *Server) ReplyReceived(gen uint64, svc *bson.ObjectID, reply bson.Raw) {
+	if !bytes.Contains(reply, writeConcernErrorKey) {
+		return
+	}
+	if e, ok := replyError(s.address, reply); ok {
+		e.Phase, e.Generation, e.ServiceID = afterHandshake, gen, svc
+		s.handleError(e)
+	}
+}
+
+// writeConcernErrorKey is the name of a reply's writeConcernError field as
+// it appears in the BSON.
+var writeConcernErrorKey = []byte("writeConcernError\x00")
 
 // generation returns the generation of the pool of s, or of its service
 // svcID in load-balanced mode; 0 without a pool.
@@ -824,7 +885,7 @@ func (snap *snapshot) unusable() error {
 func pickServer(snap *snapshot, candidates []ServerDescription) *Server {
 	// A candidate without a pool yet counts as the busiest: it is picked
 	// only when both draws fall on such servers, and then none is.
-	i := Choose(candidates, rand.IntN, snap.inProgress)
+	i := choose(candidates, rand.IntN, snap.inProgress)
 	if i < 0 {
 		return nil
 	}
@@ -901,15 +962,15 @@ func (failedMonitor) CancelCheck()            {}
 func (failedMonitor) Close()                  {}
 func (m failedMonitor) Done() <-chan struct{} { return m.done }
 
-// StartFailedMonitor returns a monitor for the server at address that cannot
+// startFailedMonitor returns a monitor for the server at address that cannot
 // check it because of err (settings that cannot apply to it): err is
 // reported as a failed check, so that the server stays Unknown with err as
 // its error, which server selection errors tell.
-func StartFailedMonitor(address string, err error, h MonitorHandler) ServerMonitor {
+func startFailedMonitor(address string, err error, h monitorHandler) serverMonitor {
 	m := failedMonitor{done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		h.Checked(CheckOutcome{Err: fmt.Errorf("cannot monitor %s: %w", address, err), Kind: KindCommand})
+		h.Checked(checkOutcome{Err: fmt.Errorf("cannot monitor %s: %w", address, err), Kind: kindCommand})
 	}()
 	return m
 }

@@ -21,7 +21,7 @@ import (
 // it to, and records what the topology asked of it.
 type fakeMonitor struct {
 	address string
-	h       MonitorHandler
+	h       monitorHandler
 
 	mu                         sync.Mutex
 	requested, canceled, close int
@@ -110,7 +110,7 @@ func newHarness(t *testing.T, s Settings) *harness {
 			}
 			return p, err
 		},
-		StartMonitor: func(address string, mh MonitorHandler) ServerMonitor {
+		startMonitor: func(address string, mh monitorHandler) serverMonitor {
 			m := &fakeMonitor{address: address, h: mh}
 			h.mu.Lock()
 			h.monitors[address] = m
@@ -208,8 +208,8 @@ func (h *harness) monitor(address string) *fakeMonitor {
 // check reports a successful check of address with the hello reply d.
 func (h *harness) check(address string, d bson.D) bool {
 	h.t.Helper()
-	sd := NewServerDescription(address, hello(h.t, d), time.Millisecond, time.Now())
-	return h.monitor(address).h.Checked(CheckOutcome{Server: sd})
+	sd := newServerDescription(address, hello(h.t, d), time.Millisecond, time.Now())
+	return h.monitor(address).h.Checked(checkOutcome{Server: sd})
 }
 
 func primaryHello(hosts ...string) bson.D {
@@ -376,12 +376,12 @@ func TestNetworkErrorClearsOnce(t *testing.T) {
 	if !ok {
 		t.Fatal("a:1 not selectable")
 	}
-	e, ok := OperationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
-	if !ok || e.Kind != KindNetwork {
+	e, ok := operationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
+	if !ok || e.Kind != kindNetwork {
 		t.Fatalf("OperationError: %+v, %v", e, ok)
 	}
 	h.takePools()
-	d := s.HandleError(e)
+	d := s.handleError(e)
 	if !d.MarkUnknown || !d.Clear {
 		t.Fatalf("decision %+v", d)
 	}
@@ -394,7 +394,7 @@ func TestNetworkErrorClearsOnce(t *testing.T) {
 	if _, canceled, _ := h.monitor("a:1").counts(); canceled != 1 {
 		t.Errorf("the monitor's check was canceled %d times", canceled)
 	}
-	if d := s.HandleError(e); d.Clear || d.Reason == "" {
+	if d := s.handleError(e); d.Clear || d.Reason == "" {
 		t.Errorf("a second error of the same generation: %+v", d)
 	}
 	if got, pools := h.take(), h.takePools(); got != "" || pools != "" {
@@ -414,27 +414,27 @@ func TestNetworkErrorClearsOnce(t *testing.T) {
 // everything as it is; an error that broke nothing of the connection and is
 // no reply of the server is not the topology's business.
 func TestOperationErrorsThatChangeNothing(t *testing.T) {
-	if _, ok := OperationError("a:1", 0, nil, false, errors.New("cannot encode the command")); ok {
+	if _, ok := operationError("a:1", 0, nil, false, errors.New("cannot encode the command")); ok {
 		t.Error("an error of the client's own counts")
 	}
-	if _, ok := OperationError("a:1", 0, nil, true, context.Canceled); ok {
+	if _, ok := operationError("a:1", 0, nil, true, context.Canceled); ok {
 		t.Error("a canceled context counts")
 	}
 	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
 	h.check("a:1", primaryHello("a:1"))
 	h.take()
 	s, _ := h.topo.Server("a:1")
-	e, ok := OperationError("a:1", 0, nil, false, &wire.CommandError{Code: 11000, Message: "duplicate key"})
-	if !ok || e.Kind != KindCommand {
+	e, ok := operationError("a:1", 0, nil, false, &wire.CommandError{Code: 11000, Message: "duplicate key"})
+	if !ok || e.Kind != kindCommand {
 		t.Fatalf("%+v %v", e, ok)
 	}
-	if d := s.HandleError(e); d.MarkUnknown || d.Clear {
+	if d := s.handleError(e); d.MarkUnknown || d.Clear {
 		t.Errorf("a duplicate key error: %+v", d)
 	}
 	// "not writable primary" marks Unknown and asks for a check, without a
 	// clear.
-	e, _ = OperationError("a:1", 0, nil, false, &wire.CommandError{Code: 10107, Message: "not primary"})
-	d := s.HandleError(e)
+	e, _ = operationError("a:1", 0, nil, false, &wire.CommandError{Code: 10107, Message: "not primary"})
+	d := s.handleError(e)
 	if !d.MarkUnknown || d.Clear || !d.RequestCheck {
 		t.Errorf("NotWritablePrimary: %+v", d)
 	}
@@ -458,7 +458,7 @@ func TestFailedCheckClears(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	again := h.monitor("a:1").h.Checked(CheckOutcome{Err: context.DeadlineExceeded, Kind: KindTimeout})
+	again := h.monitor("a:1").h.Checked(checkOutcome{Err: context.DeadlineExceeded, Kind: kindTimeout})
 	if !again {
 		t.Error("a known server's timeout is not retried at once")
 	}
@@ -476,7 +476,7 @@ func TestFailedCheckClears(t *testing.T) {
 // the context ends first.
 func TestSelectionErrorSaysWhy(t *testing.T) {
 	h := newHarness(t, Settings{Seeds: []string{"a:1", "b:1"}})
-	h.monitor("a:1").h.Checked(CheckOutcome{Err: errors.New("connection refused"), Kind: KindNetwork})
+	h.monitor("a:1").h.Checked(checkOutcome{Err: errors.New("connection refused"), Kind: kindNetwork})
 	_, err := h.topo.SelectServer(ctx(t), selectType(RSPrimary))
 	var se *SelectionError
 	if !errors.As(err, &se) || se.Timeout != 50*time.Millisecond {
@@ -618,13 +618,36 @@ func TestCanceledCheckIsNotApplied(t *testing.T) {
 	begun := m.epoch // a check begins
 	m.mu.Unlock()
 	s, _ := h.topo.Server("a:1")
-	e, _ := OperationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
-	if d := s.HandleError(e); !d.CancelCheck {
+	e, _ := operationError("a:1", 0, nil, true, io.ErrUnexpectedEOF)
+	if d := s.handleError(e); !d.CancelCheck {
 		t.Fatalf("decision %+v", d)
 	}
-	sd := NewServerDescription("a:1", hello(t, primaryHello("a:1")), time.Millisecond, time.Now())
-	m.h.Checked(CheckOutcome{Server: sd, monitor: m, epoch: begun})
+	sd := newServerDescription("a:1", hello(t, primaryHello("a:1")), time.Millisecond, time.Now())
+	m.h.Checked(checkOutcome{Server: sd, monitor: m, epoch: begun})
 	if got, _ := h.topo.Description().Server("a:1"); got.Type != ServerUnknown {
 		t.Fatalf("the canceled check made the server %v", got.Type)
+	}
+}
+
+// A primary with a newer electionId makes the old primary Unknown, and the
+// old one's monitor is asked for a check at once (the SDAM rules'
+// "updateRSFromPrimary"), so that the client learns what it is now without
+// waiting for its heartbeat.
+func TestNewerPrimaryChecksTheOldOneAtOnce(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	electedHello := func(term byte) bson.D {
+		d := primaryHello("a:1", "b:1")
+		return append(d, bson.E{Key: "electionId", Value: bson.ObjectID{11: term}}, bson.E{Key: "setVersion", Value: int64(1)})
+	}
+	h.check("a:1", electedHello(1))
+	h.check("b:1", secondaryHello("a:1", "b:1"))
+	before, _, _ := h.monitor("a:1").counts()
+	// b:1 reports itself primary in a newer term.
+	h.check("b:1", electedHello(2))
+	if sd, _ := h.topo.Description().Server("a:1"); sd.Type != ServerUnknown {
+		t.Fatalf("the old primary is %v, want Unknown", sd.Type)
+	}
+	if after, _, _ := h.monitor("a:1").counts(); after != before+1 {
+		t.Fatalf("the old primary's monitor was asked for %d checks, want 1", after-before)
 	}
 }

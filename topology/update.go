@@ -10,8 +10,8 @@ import (
 	"github.com/mongopool/mongopool/handshake"
 )
 
-// Update is what applying a ServerDescription did to a Description.
-type Update struct {
+// update is what applying a ServerDescription did to a Description.
+type update struct {
 	// Previous is the Description before, Description the one after
 	// (Previous again when the server description was ignored).
 	Previous, Description Description
@@ -50,7 +50,7 @@ const (
 
 // Apply returns the Description after the server description s, the outcome
 // of a check (or an Unknown one from an error), by the rules of the
-// specification's "Updating the TopologyDescription", with the Update that
+// specification's "Updating the TopologyDescription", with the update that
 // tells what changed.
 //
 // s is ignored when its server is not in the topology, when its
@@ -65,8 +65,8 @@ const (
 // Single, a server with another set name than the settings' replicaSet
 // becomes Unknown. Compatibility and logicalSessionTimeoutMinutes are then
 // computed again.
-func (d Description) Apply(s ServerDescription) Update {
-	u := Update{Previous: d, Description: d, Address: s.Address}
+func (d Description) apply(s ServerDescription) update {
+	u := update{Previous: d, Description: d, Address: s.Address}
 	cur, ok := d.servers.Get(s.Address)
 	u.PreviousServer, u.Server = cur, cur
 	switch {
@@ -104,7 +104,7 @@ func (w *updater) set(s ServerDescription) {
 
 // finish fills in what the update did, from the addresses it touched: the
 // servers added and removed, and whether the Description changed.
-func (w *updater) finish(u *Update) {
+func (w *updater) finish(u *update) {
 	prev, next := u.Previous, u.Description
 	slices.Sort(w.touched)
 	w.touched = slices.Compact(w.touched)
@@ -136,7 +136,7 @@ func (w *updater) run(s ServerDescription) {
 	switch w.d.Type {
 	case Single:
 		if w.d.SetName != "" && t != ServerUnknown && s.SetName != w.d.SetName {
-			w.replace(UnknownServer(s.Address, fmt.Errorf(
+			w.replace(unknownServer(s.Address, fmt.Errorf(
 				"topology: server %s reports replica set name %q, not the %q required", s.Address, s.SetName, w.d.SetName)))
 		}
 	case TopologyUnknown:
@@ -238,7 +238,7 @@ func (w *updater) updateRSFromPrimary(s ServerDescription) {
 		return
 	}
 	if stale := w.staleElection(s); stale != "" {
-		w.replace(UnknownServer(s.Address, fmt.Errorf("topology: %s", stale)))
+		w.replace(unknownServer(s.Address, fmt.Errorf("topology: %s", stale)))
 		w.checkIfHasPrimary()
 		return
 	}
@@ -251,7 +251,7 @@ func (w *updater) updateRSFromPrimary(s ServerDescription) {
 		return true
 	})
 	for _, a := range others {
-		w.set(UnknownServer(a, fmt.Errorf("topology: %s", newerPrimary)))
+		w.set(unknownServer(a, fmt.Errorf("topology: %s", newerPrimary)))
 		w.checkNow = append(w.checkNow, a)
 	}
 	w.addMembers(s)
@@ -322,7 +322,7 @@ func showInt(p *int64) string {
 func (w *updater) addMembers(s ServerDescription) {
 	for _, a := range s.members() {
 		if _, ok := w.d.servers.Get(a); !ok {
-			w.set(UnknownServer(a, nil))
+			w.set(unknownServer(a, nil))
 		}
 	}
 }

@@ -1,7 +1,7 @@
-package bench
+package topology
 
-// Server selection, mongopool's (topology.Description.SelectCandidates and
-// topology.Choose) against the official driver's, over the same replica
+// Server selection, mongopool's (Description.SelectCandidates and
+// Choose) against the official driver's, over the same replica
 // set of 3 and of 50 members, for reads with modes primary, secondary with
 // tag sets, and nearest.
 //
@@ -35,8 +35,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/description"
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/xoptions"
-
-	"github.com/mongopool/mongopool/topology"
 )
 
 // member i of the replica set: in data center ny, sf or la (i mod 3), on
@@ -53,13 +51,13 @@ var selectionNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // ourReplicaSet returns mongopool's Description of the replica set of n
 // members, made as the monitors make it: from each member's hello reply.
-func ourReplicaSet(tb testing.TB, n int) topology.Description {
+func ourReplicaSet(tb testing.TB, n int) Description {
 	tb.Helper()
 	hosts := bson.A{}
 	for i := range n {
 		hosts = append(hosts, memberAddr(i))
 	}
-	d, err := topology.NewDescription(topology.Settings{Seeds: []string{memberAddr(0)}, ReplicaSet: "rs"})
+	d, err := newDescription(Settings{Seeds: []string{memberAddr(0)}, ReplicaSet: "rs"})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -74,13 +72,13 @@ func ourReplicaSet(tb testing.TB, n int) topology.Description {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		u := d.Apply(topology.NewServerDescription(memberAddr(i), reply, memberRTT(i), selectionNow))
-		if !u.Applied || u.Server.Type == topology.ServerUnknown {
+		u := d.apply(newServerDescription(memberAddr(i), reply, memberRTT(i), selectionNow))
+		if !u.Applied || u.Server.Type == ServerUnknown {
 			tb.Fatalf("member %d: %v", i, u.Server.Error)
 		}
 		d = u.Description
 	}
-	if d.Type != topology.ReplicaSetWithPrimary || d.Len() != n {
+	if d.Type != ReplicaSetWithPrimary || d.Len() != n {
 		tb.Fatalf("replica set of %d: %s", n, d.Summary())
 	}
 	return d
@@ -109,18 +107,18 @@ func officialReplicaSet(n int) description.Topology {
 // selectionShape is a read the benchmarks compare, in both drivers' terms.
 type selectionShape struct {
 	name     string
-	ours     topology.Criteria
+	ours     Criteria
 	official *readpref.ReadPref
 }
 
 var selectionShapes = []selectionShape{
-	{"primary", topology.Criteria{}, readpref.Primary()},
+	{"primary", Criteria{}, readpref.Primary()},
 	{"secondary-tags",
-		topology.Criteria{ReadPref: topology.ReadPref{Mode: topology.ModeSecondary, TagSets: []topology.TagSet{
+		Criteria{ReadPref: ReadPref{Mode: ModeSecondary, TagSets: []TagSet{
 			{{Name: "dc", Value: "la"}, {Name: "rack", Value: "9"}}, {{Name: "dc", Value: "sf"}}}}},
 		readpref.Secondary(readpref.WithTagSets(
 			tag.Set{{Name: "dc", Value: "la"}, {Name: "rack", Value: "9"}}, tag.Set{{Name: "dc", Value: "sf"}}))},
-	{"nearest", topology.Criteria{ReadPref: topology.ReadPref{Mode: topology.ModeNearest}}, readpref.Nearest()},
+	{"nearest", Criteria{ReadPref: ReadPref{Mode: ModeNearest}}, readpref.Nearest()},
 }
 
 // capturingDeployment is a driver.Deployment whose SelectServer keeps the
@@ -235,7 +233,7 @@ func TestSelectionAgrees(t *testing.T) {
 
 // BenchmarkSelection runs, for each size and shape, mongopool's selection
 // and the official driver's one after the other, in the same run.
-func BenchmarkSelection(b *testing.B) {
+func BenchmarkSelectionBesideOfficial(b *testing.B) {
 	for _, n := range []int{3, 50} {
 		ours, official := ourReplicaSet(b, n), officialReplicaSet(n)
 		counts := map[string]int64{}
@@ -248,14 +246,14 @@ func BenchmarkSelection(b *testing.B) {
 		for _, sh := range selectionShapes {
 			b.Run(fmt.Sprintf("%d/%s/mongopool", n, sh.name), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 2))
-				buf := make([]topology.ServerDescription, 0, n)
+				buf := make([]ServerDescription, 0, n)
 				b.ReportAllocs()
 				for b.Loop() {
 					cands, err := ours.SelectCandidates(sh.ours, buf[:0])
 					if err != nil {
 						b.Fatal(err)
 					}
-					if topology.Choose(cands, rng.IntN, inProgress) < 0 {
+					if choose(cands, rng.IntN, inProgress) < 0 {
 						b.Fatal("no server")
 					}
 				}
