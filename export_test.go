@@ -1,9 +1,18 @@
 package mongopool
 
 import (
+	"context"
+	"net"
+
 	"github.com/mongopool/mongopool/connstring"
 	"github.com/mongopool/mongopool/pool"
 )
+
+// NewWithDialer is New with the client's sockets made by dial: an in-memory
+// network's, for the tests that run on synctest's fake clock.
+func NewWithDialer(uri string, dial func(ctx context.Context, network, address string) (net.Conn, error), opts ...pool.Option) (*Pool, error) {
+	return build(context.Background(), uri, opts, []ClientOption{WithDialer(dial)})
+}
 
 // PoolParts returns what a client of uri (one host) gives the pool of its
 // server: the address, the Connector and the pool options of the connection

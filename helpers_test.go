@@ -5,10 +5,12 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/leakcheck"
+	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 )
 
@@ -300,4 +302,39 @@ func barePool(t *testing.T, uri string, opts ...pool.Option) *pool.Pool {
 // check-out's error.
 func checkOutOnce(c context.Context, p *pool.Pool) error {
 	return p.Do(c, func(*pool.Conn) error { return nil })
+}
+
+// inBubble runs fn in a testing/synctest bubble, on its fake clock, with an
+// in-memory network for servers and clients, closed at the end: the tests of
+// what happens over seconds (heartbeats, backoffs, timeouts) take no real
+// time, and none races a heartbeat.
+func inBubble(t *testing.T, fn func(t *testing.T, n *mongotest.Network)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) {
+		n := mongotest.NewNetwork()
+		t.Cleanup(func() { n.Close() }) // registered first: it runs last
+		fn(t, n)
+	})
+}
+
+// bubblePool is the Pool of uri's server on the network n, closed at the end
+// of the test.
+func bubblePool(t *testing.T, n *mongotest.Network, uri string, opts ...pool.Option) *mongopool.Pool {
+	t.Helper()
+	p, err := mongopool.NewWithDialer(uri, n.DialContext, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// bubbleServer starts a test server on the network n.
+func bubbleServer(t *testing.T, n *mongotest.Network, opts ...mongotest.Option) *mongotest.Server {
+	t.Helper()
+	s, err := mongotest.Start(append(opts, mongotest.WithNetwork(n))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -71,7 +71,7 @@ type Pool struct {
 func New(uri string, opts ...pool.Option) (*Pool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pool.DefaultConnectTimeout)
 	defer cancel()
-	return build(ctx, uri, opts)
+	return build(ctx, uri, opts, nil)
 }
 
 // Open is [New] followed by a ping: it returns once the server answers, or
@@ -80,7 +80,7 @@ func New(uri string, opts ...pool.Option) (*Pool, error) {
 // bounds the resolution of a mongodb+srv URI, the wait for the server and
 // the ping; the pool keeps the connection.
 func Open(ctx context.Context, uri string, opts ...pool.Option) (*Pool, error) {
-	mp, err := build(ctx, uri, opts)
+	mp, err := build(ctx, uri, opts, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -91,9 +91,9 @@ func Open(ctx context.Context, uri string, opts ...pool.Option) (*Pool, error) {
 	return mp, nil
 }
 
-// build is New under ctx.
-func build(ctx context.Context, uri string, opts []pool.Option) (*Pool, error) {
-	c, err := newClient(ctx, uri, []ClientOption{WithPoolOptions(opts...), singleServer()})
+// build is New under ctx, with the client options more.
+func build(ctx context.Context, uri string, opts []pool.Option, more []ClientOption) (*Pool, error) {
+	c, err := newClient(ctx, uri, append([]ClientOption{WithPoolOptions(opts...), singleServer()}, more...))
 	if err != nil {
 		return nil, err
 	}

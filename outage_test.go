@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -43,26 +44,43 @@ func resettingListener(t *testing.T) (uri string, accepted *atomic.Int64) {
 // connection costs a few attempts, not thousands: the monitor's checks fail,
 // the server stays Unknown and its pool paused, so that only the monitor
 // dials, once a heartbeat (and once more at once after a network error on a
-// known server, which this one never is).
+// known server, which this one never is). On the fake clock, over two
+// seconds.
 func TestDeadServerIdleCostsFewDials(t *testing.T) {
 	for _, minSize := range []int{1, 5} {
 		t.Run(fmt.Sprint("minPoolSize=", minSize), func(t *testing.T) {
-			uri, accepted := resettingListener(t)
-			p := sdamNew(t, fmt.Sprint(uri, "?heartbeatFrequencyMS=500&minPoolSize=", minSize), nil)
-			// Two seconds of an idle client: the window of the report.
-			time.Sleep(2 * time.Second)
-			st := p.Stats()
-			if st.State != "paused" || st.Created != 0 {
-				t.Fatalf("stats %+v; want the pool paused, never dialling, while the server is Unknown", st)
-			}
-			sd, _ := p.Client().Topology().Description().Server(p.Address())
-			if sd.Type != topology.ServerUnknown || sd.Error == nil {
-				t.Fatalf("server %+v; want it Unknown with the monitor's error", sd)
-			}
-			t.Logf("%d connections in 2s", accepted.Load())
-			if n := accepted.Load(); n > 8 {
-				t.Fatalf("%d connections to a dead server in 2s; want a few (a check every 500ms)", n)
-			}
+			inBubble(t, func(t *testing.T, n *mongotest.Network) {
+				l, err := n.Listen("127.0.0.1:27017")
+				if err != nil {
+					t.Fatal(err)
+				}
+				var accepted atomic.Int64
+				go func() {
+					for {
+						c, err := l.Accept()
+						if err != nil {
+							return // the network closed
+						}
+						accepted.Add(1)
+						c.Close()
+					}
+				}()
+				p := bubblePool(t, n, fmt.Sprint("mongodb://127.0.0.1:27017/?heartbeatFrequencyMS=500&minPoolSize=", minSize))
+				time.Sleep(2 * time.Second) // the window of the report
+				synctest.Wait()
+				st := p.Stats()
+				if st.State != "paused" || st.Created != 0 {
+					t.Fatalf("stats %+v; want the pool paused, never dialling, while the server is Unknown", st)
+				}
+				sd, _ := p.Client().Topology().Description().Server(p.Address())
+				if sd.Type != topology.ServerUnknown || sd.Error == nil {
+					t.Fatalf("server %+v; want it Unknown with the monitor's error", sd)
+				}
+				// A check every 500ms from the first, at 0: 5 in 2s.
+				if n := accepted.Load(); n != 5 {
+					t.Fatalf("%d connections to a dead server in 2s; want 5, a check every 500ms", n)
+				}
+			})
 		})
 	}
 }
@@ -115,18 +133,24 @@ func TestBrokenRepliesUnderLoadAreBounded(t *testing.T) {
 func TestShuttingDownInHandshakeClears(t *testing.T) {
 	for _, code := range []int32{91, 11600} {
 		t.Run(fmt.Sprint("code ", code), func(t *testing.T) {
-			s := server(t)
-			sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "shutdown", ErrorCode: code})
-			p := sdamNew(t, s.URI()+"?appName=shutdown&minPoolSize=3&serverSelectionTimeoutMS=500", nil)
-			_, err := p.RunCommand(ctx(t), "admin", ping)
-			var se *topology.SelectionError
-			var ce *wire.CommandError
-			if !errors.As(err, &se) || !errors.As(err, &ce) || ce.Code != code {
-				t.Fatalf("command: %v; want a selection error carrying the server's error %d", err, code)
-			}
-			if st := p.Stats(); st.State != "paused" || st.Created != 0 {
-				t.Fatalf("stats %+v; want the pool paused, never dialling", st)
-			}
+			inBubble(t, func(t *testing.T, n *mongotest.Network) {
+				s := bubbleServer(t, n)
+				sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "shutdown", ErrorCode: code})
+				p := bubblePool(t, n, s.URI()+"?appName=shutdown&minPoolSize=3")
+				start := time.Now()
+				_, err := p.RunCommand(context.Background(), "admin", ping)
+				var se *topology.SelectionError
+				var ce *wire.CommandError
+				if !errors.As(err, &se) || !errors.As(err, &ce) || ce.Code != code {
+					t.Fatalf("command: %v; want a selection error carrying the server's error %d", err, code)
+				}
+				if waited := time.Since(start); waited != 30*time.Second {
+					t.Fatalf("the command failed after %v; want serverSelectionTimeoutMS's default, 30s", waited)
+				}
+				if st := p.Stats(); st.State != "paused" || st.Created != 0 {
+					t.Fatalf("stats %+v; want the pool paused, never dialling", st)
+				}
+			})
 		})
 	}
 }
@@ -134,17 +158,22 @@ func TestShuttingDownInHandshakeClears(t *testing.T) {
 // In load-balanced mode errors of the hello change nothing (there is no
 // service to clear yet), so it is the pool's backoff that keeps a server
 // answering every hello with ShutdownInProgress from being dialled without
-// pause by the population.
+// pause by the population: over a second of the fake clock, at most two
+// attempts (maxConnecting) at each end of a backoff (100-200ms, then
+// 200-400ms, then 400-800ms).
 func TestLoadBalancedHelloErrorsBackOff(t *testing.T) {
-	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
-	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "lb-shutdown", ErrorCode: 91})
-	p := sdamNew(t, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2", nil)
-	time.Sleep(time.Second) // the window
-	st := p.Stats()
-	t.Logf("%d attempts in 1s", st.Created)
-	if st.Created > 10 || st.EstablishFailed == 0 {
-		t.Fatalf("stats %+v; want a few failed attempts in a second", st)
-	}
+	inBubble(t, func(t *testing.T, n *mongotest.Network) {
+		s := bubbleServer(t, n, mongotest.WithLoadBalanced(bson.NewObjectID()))
+		sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "lb-shutdown", ErrorCode: 91})
+		p := bubblePool(t, n, s.URI()+"?loadBalanced=true&appName=lb-shutdown&minPoolSize=2")
+		time.Sleep(time.Second) // the window
+		synctest.Wait()
+		st := p.Stats()
+		t.Logf("%d attempts in 1s", st.Created)
+		if st.Created > 8 || st.EstablishFailed == 0 {
+			t.Fatalf("stats %+v; want a few failed attempts in a second", st)
+		}
+	})
 }
 
 // "Not writable primary" and "node is recovering" errors in an operation's
@@ -163,35 +192,40 @@ func TestStateChangeErrorsOfOperations(t *testing.T) {
 		{"InterruptedAtShutdown in writeConcernError", mongotest.FailPoint{WriteConcernError: bson.D{{Key: "code", Value: 11600}, {Key: "errmsg", Value: "shutting down"}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := server(t)
-			rec := newE2EEventLog()
-			p := sdamNew(t, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", nil, pool.WithEventHandler(rec.handler))
-			rec.attach(p)
-			if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
-				t.Fatal(err)
-			}
-			hellos := s.Stats().Commands["isMaster"] + s.Stats().Commands["hello"]
-			fp := tc.fp
-			fp.Commands, fp.AppName, fp.Times = []string{"insert"}, "statechange", 1
-			sdamFailPoint(t, s, fp)
-			p.RunCommand(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
-			if st := p.Stats(); (st.Clears == 1) != tc.clear {
-				t.Fatalf("stats %+v; want cleared: %v", st, tc.clear)
-			}
-			// The monitor checks at once: a hello more on the server.
-			deadline := time.Now().Add(10 * time.Second)
-			for s.Stats().Commands["isMaster"]+s.Stats().Commands["hello"] == hellos {
-				if time.Now().After(deadline) {
+			inBubble(t, func(t *testing.T, n *mongotest.Network) {
+				s := bubbleServer(t, n)
+				rec := newE2EEventLog()
+				p := bubblePool(t, n, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
+				rec.attach(p)
+				ctx := context.Background()
+				if _, err := p.RunCommand(ctx, "admin", ping); err != nil {
+					t.Fatal(err)
+				}
+				hellos := s.Stats().Commands["isMaster"] + s.Stats().Commands["hello"]
+				fp := tc.fp
+				fp.Commands, fp.AppName, fp.Times = []string{"insert"}, "statechange", 1
+				sdamFailPoint(t, s, fp)
+				p.RunCommand(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+				if st := p.Stats(); (st.Clears == 1) != tc.clear {
+					t.Fatalf("stats %+v; want cleared: %v", st, tc.clear)
+				}
+				// The monitor checks at once (within minHeartbeatFrequencyMS
+				// of its last check), not after the hour of its heartbeat.
+				time.Sleep(500 * time.Millisecond)
+				synctest.Wait()
+				if s.Stats().Commands["isMaster"]+s.Stats().Commands["hello"] == hellos {
 					t.Fatal("the monitor did not check the server after a state change error")
 				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if tc.clear {
-				rec.waitN(ctx(t), t, "the pool ready again", 2, func(e pool.Event) bool { return e.Type == pool.PoolReady })
-			}
-			if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
-				t.Fatalf("after the check: %v", err)
-			}
+				if tc.clear {
+					readies := rec.filter(func(e pool.Event) bool { return e.Type == pool.PoolReady })
+					if len(readies) != 2 {
+						t.Fatalf("%d PoolReady events; want the pool ready again after the check", len(readies))
+					}
+				}
+				if _, err := p.RunCommand(ctx, "admin", ping); err != nil {
+					t.Fatalf("after the check: %v", err)
+				}
+			})
 		})
 	}
 }
@@ -402,4 +436,32 @@ func TestOutageUnderLoadIsBounded(t *testing.T) {
 	if during > 16 {
 		t.Fatalf("%d connections attempted during a 3s outage (stats %+v); want a few", during, st)
 	}
+}
+
+// An error of the minPoolSize population that the SDAM rules turn into a
+// clear (ShutdownInProgress in the hello of the pool's connection, which the
+// monitor's check came before) clears the pool, as a driver's pool inside its
+// topology is cleared; the monitor, asked for a check, finds the server again
+// and the population goes on.
+func TestPopulationShutdownErrorClears(t *testing.T) {
+	s := server(t)
+	// Skip 1: the monitor's hello goes through; the pool's fail until the
+	// test turns the failpoint off.
+	sdamFailPoint(t, s, mongotest.FailPoint{Commands: []string{"hello", "isMaster"}, AppName: "popclear", ErrorCode: 91, Skip: 1})
+	rec := newE2EEventLog()
+	p := sdamNew(t, s.URI()+"?appName=popclear&minPoolSize=1&serverMonitoringMode=poll&heartbeatFrequencyMS=3600000", nil,
+		pool.WithEventHandler(rec.handler))
+	rec.attach(p)
+	cleared := rec.waitFor(ctx(t), t, "the clear", func(e pool.Event) bool { return e.Type == pool.PoolCleared })
+	if cleared.Interrupt {
+		t.Errorf("PoolCleared %+v: a shutdown error does not interrupt", cleared)
+	}
+	s.ClearFailPoints()
+	// The check the error asked for may have met the failpoint too: a
+	// command's selection asks for checks until one finds the server.
+	if _, err := p.RunCommand(ctx(t), "admin", ping); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitN(ctx(t), t, "the pool ready again", 2, func(e pool.Event) bool { return e.Type == pool.PoolReady })
+	rec.waitFor(ctx(t), t, "the population's connection", func(e pool.Event) bool { return e.Type == pool.ConnectionReady })
 }

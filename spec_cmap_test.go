@@ -8,11 +8,15 @@ package mongopool_test
 //
 // Each file gets its own mongotest server. As the README's integration runner
 // says: the file's failPoint is sent as a configureFailPoint command on the
-// admin database before the test and turned off after it, and the pool under
-// test makes real connections (mongopool.Connector) whose handshake carries
-// the file's appName, which the failpoint uses to pick them. The failpoint is
-// set and cleared through a separate client, mongopool.Open, with another
-// appName, so that the failpoint never touches it.
+// admin database before the test's operations and turned off after them. The
+// pool under test is, as in a driver, the pool of a client's topology (a
+// Single one, of the server): its establishment errors go through the SDAM
+// rules, which may clear it. Its connections' handshake carries the file's
+// appName, which the failpoint uses to pick them; so does the monitor's,
+// which checks the server once (by polling, with a heartbeat longer than any
+// test) before the failpoint is set. The failpoint is set and cleared
+// through a separate client, mongopool.Open, with another appName, so that
+// the failpoint never touches it.
 //
 // These tests run in real time: the failpoints block handshakes for real
 // (blockTimeMS), and the files' waits and timeouts are real.
@@ -26,12 +30,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
-	"github.com/mongopool/mongopool/connection"
-	"github.com/mongopool/mongopool/handshake"
 	"github.com/mongopool/mongopool/internal/cmapspec"
 	"github.com/mongopool/mongopool/internal/leakcheck"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
 )
 
 const (
@@ -83,11 +86,13 @@ func runCMAPIntegrationFile(t *testing.T, runner *cmapspec.Runner, f *cmapspec.F
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	// Cleanups, not defers: the failpoint's is registered later, and runs
+	// first, with the admin client still open.
+	t.Cleanup(func() {
 		if err := srv.Close(); err != nil {
 			t.Errorf("closing the server: %v", err)
 		}
-	}()
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), cmapCommandTimeout)
 	defer cancel()
@@ -95,7 +100,7 @@ func runCMAPIntegrationFile(t *testing.T, runner *cmapspec.Runner, f *cmapspec.F
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close()
+	t.Cleanup(func() { admin.Close() })
 
 	version, err := cmapServerVersion(admin)
 	if err != nil {
@@ -112,39 +117,53 @@ func runCMAPIntegrationFile(t *testing.T, runner *cmapspec.Runner, f *cmapspec.F
 		t.Skipf("runOn %+v: not for a server of version %s", f.RunOn, version)
 	}
 
+	r := *runner
+	r.NewPool = func(t *testing.T, f *cmapspec.File, opts []pool.Option) (*pool.Pool, error) {
+		return cmapTopologyPool(t, srv, admin, f, opts)
+	}
+	r.Run(t, f)
+}
+
+// cmapTopologyPool returns the pool of the server in the topology of a
+// client made for the test of f, with the pool options opts, once the
+// monitor's first check found the server; and sets the file's failpoint
+// then, turned off when the test ends.
+func cmapTopologyPool(t *testing.T, srv *mongotest.Server, admin *mongopool.Pool, f *cmapspec.File, opts []pool.Option) (*pool.Pool, error) {
+	uri := srv.URI() + "?directConnection=true&serverMonitoringMode=poll&heartbeatFrequencyMS=3600000&appName=" + f.AppName
+	c, err := mongopool.NewClient(uri, mongopool.WithPoolOptions(opts...))
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), cmapCommandTimeout)
+	defer cancel()
+	known := func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
+		return d.SelectCandidates(topology.Criteria{ReadPref: topology.ReadPref{Mode: topology.ModeNearest}}, dst)
+	}
+	s, err := c.Topology().SelectServer(ctx, known)
+	if err != nil {
+		return nil, fmt.Errorf("the monitor's first check: %w", err)
+	}
+	s.Done()
 	if f.FailPoint != nil {
 		var cmd bson.D
 		// Relaxed extended JSON keeps the key order and makes small
 		// integers int32, as a driver would send them.
 		if err := bson.UnmarshalExtJSON(f.FailPoint, false, &cmd); err != nil {
-			t.Fatalf("failPoint: %v", err)
+			return nil, fmt.Errorf("failPoint: %w", err)
 		}
 		if _, err := cmapAdminCommand(admin, cmd); err != nil {
-			t.Fatalf("setting the failpoint %s: %v", f.FailPoint, err)
+			return nil, fmt.Errorf("setting the failpoint %s: %w", f.FailPoint, err)
 		}
 		name := cmd[0].Value
-		defer func() {
+		t.Cleanup(func() {
 			off := bson.D{{Key: "configureFailPoint", Value: name}, {Key: "mode", Value: "off"}}
 			if _, err := cmapAdminCommand(admin, off); err != nil {
 				t.Errorf("turning the failpoint %v off: %v", name, err)
 			}
-		}()
+		})
 	}
-
-	// The pool under test makes its connections as Open would from
-	// mongodb://<addr>/?appName=<the file's>, and takes its pool options
-	// from the file.
-	cfg := connection.Config{
-		Address:        srv.Addr(),
-		ConnectTimeout: pool.DefaultConnectTimeout,
-		Handshake:      handshake.Options{AppName: f.AppName},
-		ZlibLevel:      -1,
-	}
-	r := *runner
-	r.NewPool = func(_ *testing.T, _ *cmapspec.File, opts []pool.Option) (*pool.Pool, error) {
-		return pool.New(srv.Addr(), mongopool.NewConnector(cfg), opts...)
-	}
-	r.Run(t, f)
+	return s.Pool(), nil
 }
 
 // cmapAdminCommand runs cmd on the admin database, bounded.

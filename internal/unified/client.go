@@ -111,7 +111,7 @@ type client struct {
 // lists. sessions is true when the deployment supports sessions. What the
 // runner cannot do fails before what makes it skip the test: a *skipError
 // comes only when the rest of spec can be run.
-func newClient(where string, spec bson.RawValue, dep *deployment, sessions bool) (*client, error) {
+func newClient(where string, spec bson.RawValue, dep *deployment, sessions, failPoints bool) (*client, error) {
 	o := readObject(where, spec,
 		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses", "observeEvents",
 			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities"},
@@ -142,6 +142,13 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions bool)
 	q, retryWrites, skips, err := clientOptions(uriOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if failPoints && !hasOption(uriOpts, "heartbeatFrequencyMS") {
+		// As the format allows for a test that configures fail points: the
+		// monitors see what a fail point does in half a second, not in
+		// the ten of the default heartbeat, which a test's waits would
+		// otherwise race (a heartbeat due when waitForEvent gives up).
+		q = append(q, "heartbeatFrequencyMS=500")
 	}
 	// The Client makes the writes on a replica set retryable writes, with
 	// a session of its own; not on a standalone, and not (yet) behind a
@@ -259,6 +266,18 @@ func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string,
 		q = append(q, escape(k)+"="+s)
 	}
 	return q, retryWrites, skips, nil
+}
+
+// hasOption reports whether uriOptions sets the option name (whose case the
+// connection string ignores).
+func hasOption(opts bson.Raw, name string) bool {
+	elems, _ := opts.Elements()
+	for _, e := range elems {
+		if strings.EqualFold(e.Key(), name) {
+			return true
+		}
+	}
+	return false
 }
 
 // escapeTags escapes a tag set of readPreferenceTags ("dc:ny,rack:1"),

@@ -173,7 +173,7 @@ func (r *testRun) createEntities(where string, list []bson.RawValue) error {
 func (r *testRun) createEntity(where, typ string, spec bson.RawValue) error {
 	switch typ {
 	case "client":
-		c, err := newClient(where, spec, r.dep, r.sessions)
+		c, err := newClient(where, spec, r.dep, r.sessions, r.setsFailPoints)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package unified
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +32,12 @@ const SchemaVersion = "1.28"
 // testTimeout bounds each test, operations and checks included.
 const testTimeout = 60 * time.Second
 
+// operationTimeout bounds each operation of a test: one that has not ended
+// then (a check-out nothing will ever serve, say) ends the test with a
+// message that names it, and the tests after it in the directory are not
+// run, since they would likely wait as long.
+const operationTimeout = 15 * time.Second
+
 // The runner's user: every test's server has it, every client uses it.
 const (
 	runnerUser     = "unified-runner"
@@ -46,14 +55,44 @@ func RunDir(t *testing.T, dir string) {
 		t.Fatalf("no .json test files in %s", dir)
 	}
 	sort.Strings(files)
+	var hung hangGuard
 	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) { RunFile(t, f) })
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) { runFile(t, f, &hung) })
 	}
+}
+
+// hangGuard remembers the first test one of whose operations hung, so that
+// the tests after it are not run: each would wait out operationTimeout too.
+type hangGuard struct {
+	mu   sync.Mutex
+	test string
+}
+
+// hang records that the test named test hung.
+func (g *hangGuard) hang(test string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.test == "" {
+		g.test = test
+	}
+}
+
+// hungTest returns the test that hung, "" if none did.
+func (g *hangGuard) hungTest() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.test
 }
 
 // RunFile runs the tests of one file, each as a subtest named after its
 // description.
 func RunFile(t *testing.T, path string) {
+	var hung hangGuard
+	runFile(t, path, &hung)
+}
+
+// runFile is RunFile, with the directory's guard against hung tests.
+func runFile(t *testing.T, path string, hung *hangGuard) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +103,10 @@ func RunFile(t *testing.T, path string) {
 	}
 	for i, tv := range f.tests {
 		t.Run(testName(tv, i), func(t *testing.T) {
-			err := runTest(t, f, tv)
+			if h := hung.hungTest(); h != "" {
+				t.Fatalf("not run: an operation of %s hung, and this test would likely wait as long", h)
+			}
+			err := runTest(t, f, tv, hung)
 			var skip *skipError
 			switch {
 			case errors.As(err, &skip):
@@ -133,8 +175,10 @@ func (e *skipError) Error() string { return "skipped: " + e.reason }
 // runTest runs one test of f. It returns a *skipError for a test that must
 // not run, and the first failure otherwise (all the failed log and event
 // expectations together). Its server and clients are closed when t ends.
-func runTest(t *testing.T, f *file, tv bson.RawValue) error {
-	return newTestRun(t, tv).run(f, tv)
+func runTest(t *testing.T, f *file, tv bson.RawValue, hung *hangGuard) error {
+	r := newTestRun(t, tv)
+	r.hung = hung
+	return r.run(f, tv)
 }
 
 // waitTimeout bounds waitForEvent and waitForThread, as the format says.
@@ -179,6 +223,12 @@ type testRun struct {
 	// and log messages.
 	flushTimeout time.Duration
 	failPoints   []setFailPoint
+	// hung, if not nil, hears of an operation that hung.
+	hung *hangGuard
+	// setsFailPoints is true when the test's operations may configure a
+	// fail point: its clients then check their servers every 500 ms
+	// rather than every 10 s (see newClient).
+	setsFailPoints bool
 }
 
 func (r *testRun) run(f *file, tv bson.RawValue) error {
@@ -192,6 +242,12 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 		reqs = o.array("runOnRequirements", false)
 	}
 	ops := o.array("operations", true)
+	for _, op := range ops {
+		// failPoint and targetedFailPoint, anywhere, a thread's included.
+		if bytes.Contains(op.Value, []byte("ailPoint\x00")) {
+			r.setsFailPoints = true
+		}
+	}
 	var expectLogs, expectEvents, outcome []bson.RawValue
 	if o.has("expectLogMessages") {
 		expectLogs = o.array("expectLogMessages", false)
@@ -591,7 +647,20 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 		return r.special(where, name, args)
 	}
 
+	// A watchdog: an operation that waits for what never comes ends the
+	// test, with its name, rather than the package's timeout.
+	var timedOut atomic.Bool
+	watchdog := time.AfterFunc(operationTimeout, func() {
+		timedOut.Store(true)
+		r.cancel()
+	})
 	res, err := r.entityOperation(where, name, object, args)
+	if !watchdog.Stop() && timedOut.Load() {
+		if r.hung != nil {
+			r.hung.hang(r.t.Name())
+		}
+		return &runnerError{fmt.Errorf("%s did not end within %v (the test was ended): %v", where, operationTimeout, err)}
+	}
 	var fatal *runnerError
 	var skip *skipError
 	if errors.As(err, &fatal) || errors.As(err, &skip) {

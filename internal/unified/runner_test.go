@@ -32,7 +32,7 @@ func runJSON(t *testing.T, js string) error {
 	if len(f.tests) != 1 {
 		t.Fatalf("want one test, got %d", len(f.tests))
 	}
-	return runTest(t, f, f.tests[0])
+	return runTest(t, f, f.tests[0], nil)
 }
 
 // runJSONWith runs the only test of a file given as JSON, with the run set
