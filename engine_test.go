@@ -3,7 +3,12 @@ package mongopool_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,5 +159,64 @@ func TestHandlerMayWriteWhenThePrimaryIsLost(t *testing.T) {
 		}
 	case <-time.After(hangLimit):
 		t.Fatal("the handler's write did not end")
+	}
+}
+
+// The topology's work per update is proportional to what the update changes,
+// not to the number of servers: a client of n seeds that nobody answers
+// allocates, from its creation until it has heard every seed's failed check
+// and closed, an amount that grows like n. (When each update copied the whole
+// description, this grew like n², and 10,000 seeds took gigabytes.) The
+// figures are totals of allocated bytes, the same at every run give or take
+// the runtime's own, and compared as a ratio between two sizes, not to a
+// constant.
+func TestTopologyAllocationGrowsLinearlyWithTheSeeds(t *testing.T) {
+	const small, large = 250, 1000
+	perSeed := func(n int) float64 {
+		var heard sync.Map // address -> struct{}, of the seeds whose failed check was applied
+		var count atomic.Int64
+		all := make(chan struct{})
+		handler := func(e topology.Event) {
+			if ch, ok := e.(*topology.ServerDescriptionChanged); ok && ch.New.Error != nil {
+				if _, dup := heard.LoadOrStore(ch.Address, struct{}{}); !dup && count.Add(1) == int64(n) {
+					close(all)
+				}
+			}
+		}
+		var uri strings.Builder
+		uri.WriteString("mongodb://")
+		for i := range n {
+			if i > 0 {
+				uri.WriteByte(',')
+			}
+			fmt.Fprintf(&uri, "h%d.invalid:27017", i)
+		}
+		uri.WriteString("/?serverSelectionTimeoutMS=1000")
+		refuse := func(context.Context, string, string) (net.Conn, error) {
+			return nil, errors.New("connection refused (by the test's dialer)")
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		c, err := mongopool.NewClient(uri.String(), mongopool.WithDialer(refuse), mongopool.WithTopologyEventHandler(handler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-all:
+		case <-time.After(hangLimit):
+			c.Close()
+			t.Fatalf("%d seeds: the failed checks of %d were heard after %v", n, count.Load(), hangLimit)
+		}
+		c.Close()
+		runtime.ReadMemStats(&after)
+		return float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+	}
+	perSeed(small) // the first client's one-time costs (caches, pools) out of the way
+	s, l := perSeed(small), perSeed(large)
+	t.Logf("bytes allocated per seed: %.0f with %d seeds, %.0f with %d", s, small, l, large)
+	if l > 2*s {
+		t.Fatalf("a client of %d seeds allocated %.0f bytes per seed, one of %d %.0f: the topology's work per update grows with the number of servers",
+			large, l, small, s)
 	}
 }

@@ -20,7 +20,7 @@ func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
 }
 
 // warm establishes n connections and leaves them idle.
-func warm(b *testing.B, p *pool.Pool, n int) {
+func warm(b testing.TB, p *pool.Pool, n int) {
 	conns := make([]*pool.Conn, n)
 	for i := range conns {
 		conns[i] = mustCheckOut(b, p)

@@ -73,7 +73,11 @@
 // stuck handler delays only the events after it, and the events that come
 // while the handlers are 65,536 behind are dropped and counted
 // ([Stats].EventsDropped), so that a handler costs bounded memory and no
-// check-out. A handler may call any method of the pool, Close included: its
+// check-out. A call that finds them a quarter of that behind yields its
+// processor once (it never waits): callers that keep every processor busy,
+// as one caller in a loop does with GOMAXPROCS=1, would otherwise leave the
+// handlers to run only when the scheduler preempts them, and the events of
+// the meantime would be dropped. A handler may call any method of the pool, Close included: its
 // own calls queue their events behind the one it is handling. [Pool.Flush]
 // waits for the handlers to have every event emitted before it; Close does
 // not wait for them, and [Pool.Shutdown] does.

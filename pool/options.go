@@ -130,7 +130,9 @@ func WithLoadBalanced(on bool) Option {
 // held. The pool never waits for them: a slow handler delays only the events
 // after it, and a handler may call the pool, Close included. Events that come
 // while the handlers are 65,536 events behind are dropped and counted in
-// [Stats].EventsDropped (and logged at Warn by the logger, if any). Close
+// [Stats].EventsDropped (and logged at Warn by the logger, if any); a call
+// that finds them a quarter of that behind yields its processor once, so
+// that they keep up with callers that keep every processor busy. Close
 // does not wait for the handlers: the events of the closing, PoolClosed last,
 // are delivered after it returns, and the delivery goroutine ends after the
 // last one; [Pool.Shutdown] waits for them.

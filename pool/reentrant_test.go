@@ -314,3 +314,35 @@ func ExampleWithEventHandler_reentrant() {
 	// ConnectionPoolReady
 	// ConnectionPoolClosed
 }
+
+// A caller in a loop on the only processor does not starve the handlers:
+// every event of 300,000 check-outs and check-ins reaches them, none is
+// dropped. (Before a crowded queue made the pool's calls yield, the handlers
+// ran only when the scheduler preempted the caller, and most events were
+// dropped.)
+func TestHandlersKeepUpWithACallerOnTheOnlyProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var heard atomic.Int64
+	p := readyPool(t, pool.WithEventHandler(func(pool.Event) { heard.Add(1) }))
+	warm(t, p, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := heard.Load()
+	const n = 300_000
+	for range n {
+		c, err := p.CheckOut(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.CheckIn(c)
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatalf("the handlers did not catch up: %v", err)
+	}
+	if d, got := p.Stats().EventsDropped, heard.Load()-before; d != 0 || got != 3*n {
+		t.Fatalf("the handler heard %d events, %d were dropped; want all %d (3 per check-out and check-in)", got, d, 3*n)
+	}
+}

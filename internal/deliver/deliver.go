@@ -17,7 +17,9 @@ package deliver
 
 import (
 	"context"
+	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultLimit is the number of values a queue holds, undelivered, before it
@@ -38,6 +40,11 @@ const keptBuffer = 1 << 14
 // Push is called with the owner's lock held (see the package documentation);
 // the other methods need no lock of the owner's.
 type Queue[T any] struct {
+	// The padding keeps the queue's state, which the delivery goroutine
+	// writes, off the cache lines of its owner's fields, which the
+	// producer writes: sharing them makes every push and every delivery
+	// wait for the other core.
+	_       [cacheLine]byte
 	handler func(T)
 	limit   int
 	// onDrop, if set, is called by the delivery goroutine (no lock held)
@@ -53,14 +60,24 @@ type Queue[T any] struct {
 	pushed, delivered, dropped, reported uint64
 	// tickets counts the pushes, dropped ones included: see PushTicket.
 	tickets uint64
-	running bool          // the delivery goroutine runs
-	idle    bool          // it waits for wake
-	closed  bool          // the owner is closed: the goroutine ends when it has nothing to deliver
-	wake    chan struct{} // buffered: ends the delivery goroutine's wait
+	// crowdedPushes counts the pushes since the last one that asked for a
+	// yield while the queue was crowded; yield tells Wake to yield (see
+	// Wake), and is set under mu, taken without it.
+	crowdedPushes int
+	yield         atomic.Bool
+	running       bool          // the delivery goroutine runs
+	idle          bool          // it waits for wake
+	closed        bool          // the owner is closed: the goroutine ends when it has nothing to deliver
+	wake          chan struct{} // buffered: ends the delivery goroutine's wait
 	// progress is closed, and forgotten, once the delivery goroutine has
 	// delivered a batch or ended: Wait waits on it. nil until needed.
 	progress chan struct{}
+	_        [cacheLine]byte
 }
+
+// cacheLine is at least the size of a cache line, with the adjacent line
+// that x86 processors fetch along with it.
+const cacheLine = 128
 
 // Init readies q (a zero Queue, typically a field of its owner) to deliver to
 // handler, holding at most limit undelivered values (DefaultLimit when limit
@@ -75,10 +92,10 @@ func (q *Queue[T]) Init(limit int, handler func(T), onDrop func(n uint64)) {
 }
 
 // Push queues v; the caller holds the lock that orders the changes the
-// values report. It returns true when the delivery goroutine must be woken:
-// the caller then calls Wake once it has released its lock, so that the
-// scheduler's work is not done under it. A value pushed beyond the limit is
-// dropped.
+// values report. It returns true when the delivery goroutine must be woken,
+// or the queue is crowded: the caller then calls Wake once it has released
+// its lock, so that the scheduler's work is not done under it. A value pushed
+// beyond the limit is dropped.
 func (q *Queue[T]) Push(v T) (wake bool) {
 	_, wake = q.PushTicket(v)
 	return wake
@@ -108,10 +125,25 @@ func (q *Queue[T]) PushAll(vs ...T) (ticket uint64, wake bool) {
 		if q.startLocked() {
 			wake = true
 		}
+		if len(q.buf) >= q.limit/crowdedShare {
+			if q.crowdedPushes++; q.crowdedPushes >= max(q.limit/yieldEvery, 1) {
+				q.crowdedPushes = 0
+				q.yield.Store(true)
+				wake = true
+			}
+		}
 	}
 	q.mu.Unlock()
 	return ticket, wake
 }
+
+// A queue is crowded when a quarter of its limit is undelivered; while it
+// is, one push in a sixty-fourth of the limit (1,024 by default) makes Wake
+// yield: see Wake.
+const (
+	crowdedShare = 4
+	yieldEvery   = 64
+)
 
 // startLocked starts the delivery goroutine, or reports whether it waits and
 // must be woken.
@@ -128,11 +160,21 @@ func (q *Queue[T]) startLocked() (wake bool) {
 	return false
 }
 
-// Wake ends the delivery goroutine's wait, when Push or Close said so. It does not block.
+// Wake ends the delivery goroutine's wait, when Push or Close said so. It does
+// not block, but now and then, while the queue is crowded (a quarter of its
+// limit undelivered), it yields the processor once: when the producers keep
+// every processor busy (GOMAXPROCS=1 and a caller in a loop are enough), the
+// delivery goroutine would otherwise wait for the scheduler to preempt one of
+// them, and the values pushed meanwhile, tens of thousands, would be
+// dropped. Yielding at every push would cost a producer more than the push
+// when the handler is merely slow, on a processor of its own.
 func (q *Queue[T]) Wake() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
+	}
+	if q.yield.Load() && q.yield.Swap(false) {
+		runtime.Gosched()
 	}
 }
 
@@ -194,7 +236,16 @@ func (q *Queue[T]) Wait(ctx context.Context) error {
 
 // run is the delivery goroutine: it takes the values pushed, a batch at a
 // time, and hands them to the handler without the lock.
+//
+// After a batch, it yields the processor a few times (spin, adapted to the
+// stream) before it looks for the next one: during a steady stream more
+// values arrive meanwhile, and taking them in larger batches spares the
+// producer a fight for the queue's lock and cache lines at every push, which
+// would cost it more than the push itself. When the yields find nothing new,
+// spin comes down, and a stream that has stopped lets the goroutine park at
+// once.
 func (q *Queue[T]) run() {
+	spin := 0
 	q.mu.Lock()
 	for {
 		if len(q.buf) == 0 {
@@ -225,6 +276,9 @@ func (q *Queue[T]) run() {
 			q.handler(batch[i])
 			batch[i] = zero // nothing kept alive by the buffer
 		}
+		for range spin {
+			runtime.Gosched()
+		}
 
 		q.mu.Lock()
 		q.delivered += uint64(len(batch))
@@ -234,8 +288,17 @@ func (q *Queue[T]) run() {
 			q.spare = batch[:0]
 		}
 		q.progressedLocked()
+		if len(q.buf) > 0 {
+			spin = min(2*spin+1, maxSpin)
+		} else {
+			spin /= 2
+		}
 	}
 }
+
+// maxSpin bounds the yields of the delivery goroutine before it parks: a few
+// microseconds.
+const maxSpin = 32
 
 // progressedLocked wakes the callers of Wait.
 func (q *Queue[T]) progressedLocked() {

@@ -2,6 +2,7 @@ package deliver
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -195,4 +196,32 @@ func BenchmarkPush(b *testing.B) {
 		o.push(i)
 	}
 	o.close()
+}
+
+// A producer that keeps the only processor busy still has its values
+// delivered, not dropped: a push that finds the queue crowded makes Wake
+// yield, and the delivery goroutine runs then rather than when the
+// scheduler preempts the producer, tens of thousands of values later.
+func TestCrowdedQueueLetsTheDeliveryGoroutineRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var q Queue[int]
+	delivered := 0
+	q.Init(1024, func(int) { delivered++ }, nil)
+	const n = 500_000
+	for i := range n {
+		if q.Push(i) {
+			q.Wake()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Wait(ctx); err != nil {
+		t.Fatalf("the values were not delivered: %v", err)
+	}
+	if d := q.Dropped(); d != 0 || delivered != n {
+		t.Fatalf("%d values delivered, %d dropped, of %d pushed on one processor; want all delivered", delivered, d, n)
+	}
+	if q.Close() {
+		q.Wake()
+	}
 }
