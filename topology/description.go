@@ -113,6 +113,9 @@ func (d Description) sameFields(o Description) bool {
 // date in O(log n) per change.
 type serverMap = ptree.Map[ServerDescription, serverSummary, summarizeServers]
 
+// serverCursor walks a serverMap (see ptree.Map.Start).
+type serverCursor = ptree.Cursor[ServerDescription, serverSummary]
+
 // serverSummary is what the rules need of all the servers: how many are
 // primaries, the least session timeout of the data-bearing ones, and the
 // first (by address) whose wire versions the client cannot speak.

@@ -240,10 +240,11 @@ type typeSet uint32
 
 // appendByType appends the servers whose type is in types.
 func (s *selection) appendByType(dst []ServerDescription, types typeSet) []ServerDescription {
-	for c := s.d.servers.Cursor(); c.Next(); {
-		sd := c.Value()
+	var c serverCursor
+	for s.d.servers.Start(&c); c.Next(); {
+		sd := c.ValuePtr()
 		if types&(1<<sd.Type) != 0 && !s.skipped(sd.Address) {
-			dst = append(dst, sd)
+			dst = append(dst, *sd)
 		}
 	}
 	return dst
@@ -295,8 +296,9 @@ func (s *selection) appendEligible(dst []ServerDescription, withPrimary bool) []
 	}
 	base := len(dst)
 	best := math.MaxInt // the index of the tag set the servers appended match
-	for c := s.d.servers.Cursor(); c.Next(); {
-		sd := c.Value()
+	var c serverCursor
+	for s.d.servers.Start(&c); c.Next(); {
+		sd := c.ValuePtr()
 		if sd.Type != RSSecondary && (!withPrimary || sd.Type != RSPrimary) {
 			continue
 		}
@@ -318,7 +320,7 @@ func (s *selection) appendEligible(dst []ServerDescription, withPrimary bool) []
 			clear(dst[base:])
 			dst, best = dst[:base], rank
 		}
-		dst = append(dst, sd)
+		dst = append(dst, *sd)
 	}
 	return dst
 }
@@ -358,8 +360,9 @@ func (s *selection) stalenessRef() staleness {
 			return ref
 		}
 	}
-	for c := s.d.servers.Cursor(); c.Next(); {
-		sd := c.Value()
+	var c serverCursor
+	for s.d.servers.Start(&c); c.Next(); {
+		sd := c.ValuePtr()
 		if sd.Type == RSSecondary && !sd.LastWriteDate.IsZero() {
 			if w := sd.LastWriteDate.UnixMilli(); !ref.known || w > ref.maxWrite {
 				ref.known, ref.maxWrite = true, w
@@ -372,7 +375,7 @@ func (s *selection) stalenessRef() staleness {
 // within reports whether the secondary sd's estimated staleness is at most
 // maxStaleness. Milliseconds since the epoch of any time.Time fit an int64
 // many times over, so the sums cannot overflow.
-func (ref staleness) within(sd ServerDescription, maxStaleness time.Duration) bool {
+func (ref staleness) within(sd *ServerDescription, maxStaleness time.Duration) bool {
 	if !ref.known || sd.LastWriteDate.IsZero() {
 		return false
 	}

@@ -652,3 +652,35 @@ func TestCursor(t *testing.T) {
 		t.Fatalf("a walk with a cursor allocates %v times", allocs)
 	}
 }
+
+// A path deeper than the cursor's array goes on in its slice, in order. No
+// AVL tree that fits in memory is that tall, so the tree is made by hand: a
+// chain of entries 0, 2, 4, ..., each the left child of the next, each with
+// a leaf on its right (1, 3, 5, ...), so that the path shrinks and grows
+// again at every depth. The cursor only follows left and right pointers.
+func TestCursorDeeperThanItsArray(t *testing.T) {
+	const n = 3*cursorDepth + 5
+	key := func(v int) string { return fmt.Sprintf("k%04d", v) }
+	var chain *node[int, stat]
+	for i := range n {
+		leaf := &node[int, stat]{key: key(2*i + 1), val: 2*i + 1}
+		chain = &node[int, stat]{left: chain, right: leaf, key: key(2 * i), val: 2 * i}
+	}
+	m := testMap{root: chain}
+	var got []int
+	for c := m.Cursor(); c.Next(); {
+		if got = append(got, *c.ValuePtr()); len(got) > 2*n {
+			t.Fatalf("walked more than the %d entries: %v", 2*n, got)
+		}
+		if c.Value() != *c.ValuePtr() || c.Key() != key(c.Value()) {
+			t.Fatalf("entry %q: Value %d, ValuePtr %d", c.Key(), c.Value(), *c.ValuePtr())
+		}
+	}
+	want := make([]int, 2*n)
+	for i := range want {
+		want[i] = i
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("walked %v\nwant %v", got, want)
+	}
+}
