@@ -21,7 +21,7 @@ func (r *Report) Write(w io.Writer) {
 			fmt.Fprintf(w, "\n## Shape %s\n", shape)
 		}
 		fmt.Fprintf(w, "\n%s\n\n", first.Case)
-		writeTable(w, r.Rows[i:j])
+		writeTable(w, "pool", r.Rows[i:j])
 		i = j
 	}
 	if len(r.Checks) > 0 {
@@ -34,17 +34,23 @@ func (r *Report) Write(w io.Writer) {
 			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.Shape, c.Target, c.Got, ok)
 		}
 	}
-	if len(r.Notes) > 0 {
+	writeNotes(w, r.Notes)
+}
+
+// writeNotes prints the notes under the tables, a bullet each.
+func writeNotes(w io.Writer, notes []string) {
+	if len(notes) > 0 {
 		fmt.Fprintln(w)
-		for _, n := range r.Notes {
+		for _, n := range notes {
 			fmt.Fprintf(w, "- %s\n", n)
 		}
 	}
 }
 
 // writeTable prints rows of one case, a column per figure name in the order
-// they first appear.
-func writeTable(w io.Writer, rows []Row) {
+// they first appear, after the first, first (what the rows compare: "pool",
+// "client").
+func writeTable(w io.Writer, first string, rows []Row) {
 	var names []string
 	seen := map[string]bool{}
 	for _, r := range rows {
@@ -55,7 +61,7 @@ func writeTable(w io.Writer, rows []Row) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "| pool | %s |\n|%s\n", strings.Join(names, " | "), strings.Repeat(" --- |", len(names)+1))
+	fmt.Fprintf(w, "| %s | %s |\n|%s\n", first, strings.Join(names, " | "), strings.Repeat(" --- |", len(names)+1))
 	for _, r := range rows {
 		vals := make([]string, len(names))
 		for i, n := range names {

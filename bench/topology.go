@@ -1396,41 +1396,8 @@ func WriteTopology(w io.Writer, r *Report) {
 			fmt.Fprintf(w, "\n## Scenario %s\n", shape)
 		}
 		fmt.Fprintf(w, "\n%s\n\n", first.Case)
-		writeClientTable(w, r.Rows[i:j])
+		writeTable(w, "client", r.Rows[i:j])
 		i = j
 	}
-	if len(r.Notes) > 0 {
-		fmt.Fprintln(w)
-		for _, n := range r.Notes {
-			fmt.Fprintf(w, "- %s\n", n)
-		}
-	}
-}
-
-// writeClientTable prints the rows of one case, a column per figure name in
-// the order they first appear.
-func writeClientTable(w io.Writer, rows []Row) {
-	var names []string
-	seen := map[string]bool{}
-	for _, r := range rows {
-		for _, f := range r.Figs {
-			if !seen[f.Name] {
-				seen[f.Name] = true
-				names = append(names, f.Name)
-			}
-		}
-	}
-	fmt.Fprintf(w, "| client | %s |\n|%s\n", strings.Join(names, " | "), strings.Repeat(" --- |", len(names)+1))
-	for _, r := range rows {
-		vals := make([]string, len(names))
-		for i, n := range names {
-			vals[i] = "-"
-			for _, f := range r.Figs {
-				if f.Name == n {
-					vals[i] = f.Value
-				}
-			}
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", r.Kind, strings.Join(vals, " | "))
-	}
+	writeNotes(w, r.Notes)
 }
