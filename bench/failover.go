@@ -82,15 +82,20 @@ var primaryPreferred = topology.ReadPref{Mode: topology.ModePrimaryPreferred}
 type mongopoolFailover struct{ c *mongopool.Client }
 
 func (m mongopoolFailover) insert(ctx context.Context, id int64) error {
-	reply, err := m.c.Write(ctx, failoverDB, bson.D{
-		{Key: "insert", Value: failoverColl},
+	return insertID(ctx, m.c, failoverDB, failoverColl, id)
+}
+
+// insertID inserts the document {_id: id} with c. A write error comes in a
+// reply with ok: 1: it is returned as an error, as the official driver
+// reports it.
+func insertID(ctx context.Context, c *mongopool.Client, db, coll string, id int64) error {
+	reply, err := c.Write(ctx, db, bson.D{
+		{Key: "insert", Value: coll},
 		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}},
 	})
 	if err != nil {
 		return err
 	}
-	// A write error comes in a reply with ok: 1, as the official driver
-	// reports it as an error.
 	if we, err := reply.LookupErr("writeErrors"); err == nil {
 		return fmt.Errorf("write error: %v", we)
 	}

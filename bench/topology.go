@@ -481,17 +481,7 @@ func (m mongopoolTopo) find(ctx context.Context) error {
 }
 
 func (m mongopoolTopo) insert(ctx context.Context, id int64) error {
-	reply, err := m.c.Write(ctx, topoDB, bson.D{
-		{Key: "insert", Value: topoColl},
-		{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}},
-	})
-	if err != nil {
-		return err
-	}
-	if we, err := reply.LookupErr("writeErrors"); err == nil {
-		return fmt.Errorf("write error: %v", we)
-	}
-	return nil
+	return insertID(ctx, m.c, topoDB, topoColl, id)
 }
 
 func (m mongopoolTopo) lastWrite(ctx context.Context) (time.Time, error) {
