@@ -33,6 +33,16 @@ func newNetwork(t *testing.T) *mongotest.Network {
 	return n
 }
 
+// replicaSetOn starts a replica set "rs0" of members on n.
+func replicaSetOn(t *testing.T, n *mongotest.Network, members int, opts ...mongotest.Option) *mongotest.ReplicaSet {
+	t.Helper()
+	rs, err := mongotest.StartReplicaSet("rs0", members, append([]mongotest.Option{mongotest.WithNetwork(n)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
 // dialRawOn opens a connection to address on n, closed when the test ends.
 func dialRawOn(t *testing.T, n *mongotest.Network, address string) *rawConn {
 	t.Helper()
@@ -126,10 +136,7 @@ func TestNetworkStandalone(t *testing.T) {
 func TestNetworkAwaitableHello(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 3)
 		m := rs.Members()
 		want := "mongodb://127.0.0.1:27017,127.0.0.1:27018,127.0.0.1:27019/?replicaSet=rs0"
 		if rs.URI() != want {
@@ -177,10 +184,7 @@ func TestNetworkAwaitableHello(t *testing.T) {
 func TestNetworkExhaustHello(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 2, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 2)
 		r := dialRawOn(t, n, rs.Members()[1].Addr())
 		tv := *decodeHello(t, r.run(helloCmd())).TopologyVersion
 		start := time.Now()
@@ -278,10 +282,7 @@ func TestNetworkDialRefused(t *testing.T) {
 func TestNetworkStopRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 3)
 		m := rs.Members()
 		before := decodeHello(t, dialRawOn(t, n, m[1].Addr()).run(helloCmd()))
 		r1 := dialRawOn(t, n, m[1].Addr())
@@ -328,10 +329,7 @@ func TestNetworkStopRestart(t *testing.T) {
 func TestNetworkPartitionHeal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 3)
 		m := rs.Members()
 		old := dialRawOn(t, n, m[0].Addr())
 		checkOK(t, old.run(pingCmd))
@@ -425,10 +423,7 @@ func TestNetworkFailPointsAndFaults(t *testing.T) {
 func TestNetworkCloseEndsEverything(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := mongotest.NewNetwork()
-		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 3)
 		m := rs.Members()
 		srv, err := mongotest.Start(mongotest.WithNetwork(n))
 		if err != nil {
@@ -516,10 +511,7 @@ func TestNetworkAdvertisedHosts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
 		hosts := []string{"Mongo-A.example:27017", "mongo-b.example:27017"}
-		rs, err := mongotest.StartReplicaSet("rs0", 2, mongotest.WithNetwork(n), mongotest.WithAdvertisedHosts(hosts...))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 2, mongotest.WithAdvertisedHosts(hosts...))
 		if want := "mongodb://Mongo-A.example:27017,mongo-b.example:27017/?replicaSet=rs0"; rs.URI() != want {
 			t.Errorf("URI %q, want %q", rs.URI(), want)
 		}
@@ -723,10 +715,7 @@ func TestNetworkConn(t *testing.T) {
 // A Network works with real time too, outside testing/synctest.
 func TestNetworkRealTime(t *testing.T) {
 	n := mongotest.NewNetwork()
-	rs, err := mongotest.StartReplicaSet("rs0", 2, mongotest.WithNetwork(n))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := replicaSetOn(t, n, 2)
 	r := dialRawOn(t, n, rs.Members()[0].Addr())
 	checkOK(t, r.run(pingCmd))
 	tv := *decodeHello(t, r.run(helloCmd())).TopologyVersion
@@ -756,10 +745,7 @@ func TestNetworkRealTime(t *testing.T) {
 func TestNetworkDriverOnFakeClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 3, mongotest.WithNetwork(n))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 3)
 		client, err := mongo.Connect(options.Client().ApplyURI(rs.URI()).SetDialer(n))
 		if err != nil {
 			t.Fatal(err)
@@ -801,10 +787,7 @@ func TestNetworkTLS(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pki := testpki.New(t)
 		n := newNetwork(t)
-		rs, err := mongotest.StartReplicaSet("rs0", 1, mongotest.WithNetwork(n), mongotest.WithTLS(pki.ServerTLS()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := replicaSetOn(t, n, 1, mongotest.WithTLS(pki.ServerTLS()))
 		nc, err := n.DialContext(t.Context(), "tcp", rs.Members()[0].Addr())
 		if err != nil {
 			t.Fatal(err)
