@@ -82,10 +82,6 @@ func stringValue(s string) bson.RawValue {
 	return bson.RawValue{Type: bson.TypeString, Value: append(b, 0)}
 }
 
-func boolValueOf(b bool) bson.RawValue {
-	return bson.RawValue{Type: bson.TypeBoolean, Value: []byte{byte(boolInt(b))}}
-}
-
 func objectIDValue(id bson.ObjectID) bson.RawValue {
 	return bson.RawValue{Type: bson.TypeObjectID, Value: id[:]}
 }
