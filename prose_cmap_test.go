@@ -175,6 +175,11 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// The handler and the logger hear of the closing after Close returns:
+	// Flush waits for them to have it.
+	if err := p.Flush(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
 	// Open's ping and ours each check the one connection out and in; Close
 	// closes it and the pool.
 	want := []pool.EventType{
