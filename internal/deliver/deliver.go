@@ -20,15 +20,12 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultLimit is the number of values a queue holds, undelivered, before it
 // drops new ones.
 const DefaultLimit = 1 << 16
-
-// keptBuffer is the largest buffer, in values, the delivery goroutine keeps
-// for the next batch once it has delivered one.
-const keptBuffer = 1 << 14
 
 // Queue delivers the values pushed to it, in order, to its handler, on a
 // goroutine that starts with the first push. Until the queue is closed, the
@@ -246,6 +243,7 @@ func (q *Queue[T]) Wait(ctx context.Context) error {
 // once.
 func (q *Queue[T]) run() {
 	spin := 0
+	var trim *time.Timer // see parkThenTrim
 	q.mu.Lock()
 	for {
 		if len(q.buf) == 0 {
@@ -256,8 +254,13 @@ func (q *Queue[T]) run() {
 				return
 			}
 			q.idle = true
+			large := cap(q.spare) > idleBuffer || cap(q.buf) > idleBuffer
 			q.mu.Unlock()
-			<-q.wake
+			if large {
+				trim = q.parkThenTrim(trim)
+			} else {
+				<-q.wake
+			}
 			q.mu.Lock()
 			continue
 		}
@@ -282,11 +285,9 @@ func (q *Queue[T]) run() {
 
 		q.mu.Lock()
 		q.delivered += uint64(len(batch))
-		// The buffer is kept for the next batch (a steady stream then
-		// allocates nothing), unless a burst made it large.
-		if cap(batch) <= keptBuffer {
-			q.spare = batch[:0]
-		}
+		// The buffer is kept for the next batch: a steady stream then
+		// allocates nothing (see parkThenTrim for when it goes).
+		q.spare = batch[:0]
 		q.progressedLocked()
 		if len(q.buf) > 0 {
 			spin = min(2*spin+1, maxSpin)
@@ -295,6 +296,54 @@ func (q *Queue[T]) run() {
 		}
 	}
 }
+
+// parkThenTrim waits for a wake like the idle delivery goroutine does, and
+// lets go of the buffers a burst made large if none comes within trimAfter;
+// it returns the timer it used, for the next time.
+//
+// The buffers are kept while the stream goes on, even large: a burst (a
+// handler that stalls, or a collection that holds the delivery goroutine
+// back for a millisecond) would otherwise have the producer grow new ones
+// from nothing at the next, and the garbage they make brings the next
+// collection, hence the next burst, sooner: a busy pool caught in that cycle
+// ran a fifth slower. The queue's limit bounds them meanwhile.
+func (q *Queue[T]) parkThenTrim(trim *time.Timer) *time.Timer {
+	if trim == nil {
+		trim = time.NewTimer(trimAfter)
+	} else {
+		trim.Reset(trimAfter)
+	}
+	select {
+	case <-q.wake:
+		trim.Stop()
+		return trim
+	case <-trim.C:
+	}
+	q.mu.Lock()
+	if q.idle { // no push came meanwhile
+		q.trimLocked()
+	}
+	q.mu.Unlock()
+	<-q.wake
+	return trim
+}
+
+// trimLocked lets the buffers larger than idleBuffer values go.
+func (q *Queue[T]) trimLocked() {
+	if cap(q.spare) > idleBuffer {
+		q.spare = nil
+	}
+	if len(q.buf) == 0 && cap(q.buf) > idleBuffer {
+		q.buf = nil
+	}
+}
+
+// An idle queue keeps buffers of at most idleBuffer values once trimAfter
+// has passed without a value: see parkThenTrim.
+const (
+	idleBuffer = 1 << 12
+	trimAfter  = time.Second
+)
 
 // maxSpin bounds the yields of the delivery goroutine before it parks: a few
 // microseconds.

@@ -225,3 +225,46 @@ func TestCrowdedQueueLetsTheDeliveryGoroutineRun(t *testing.T) {
 		q.Wake()
 	}
 }
+
+// The buffers a burst made large are kept while values keep coming (growing
+// new ones at each burst makes the garbage that brings the next one), and let
+// go once none has come for trimAfter: an idle owner keeps little.
+func TestIdleQueueLetsLargeBuffersGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		o := newOwner(0, func(v int) {
+			if v == 0 {
+				<-release
+			}
+		}, nil)
+		defer o.close()
+		o.push(0)
+		synctest.Wait() // the handler is stuck on 0: the rest piles up
+		for i := 1; i <= 20_000; i++ {
+			o.push(i)
+		}
+		close(release)
+		synctest.Wait() // all delivered, the goroutine waits for more
+		buffers := func() (spare, buf int) {
+			o.q.mu.Lock()
+			defer o.q.mu.Unlock()
+			return cap(o.q.spare), cap(o.q.buf)
+		}
+		if spare, _ := buffers(); spare <= idleBuffer {
+			t.Fatalf("the buffer of the burst (%d values) was let go at once", spare)
+		}
+		time.Sleep(trimAfter / 2)
+		o.push(-1) // a value within trimAfter: the wait starts again
+		synctest.Wait()
+		time.Sleep(trimAfter - time.Nanosecond)
+		synctest.Wait()
+		if spare, buf := buffers(); spare <= idleBuffer && buf <= idleBuffer {
+			t.Fatalf("the buffers were let go before %v without a value", trimAfter)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if spare, buf := buffers(); spare > idleBuffer || buf > idleBuffer {
+			t.Fatalf("idle for %v with buffers of %d and %d values; want at most %d each", trimAfter, spare, buf, idleBuffer)
+		}
+	})
+}
