@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -156,9 +157,11 @@ func WithResolver(r connstring.Resolver) ClientOption {
 
 // WithMaxAdaptiveRetries sets how many times an operation is retried after
 // overload errors (errors with the SystemOverloadedError and RetryableError
-// labels), with an exponential backoff: the client backpressure
-// specification's maxAdaptiveRetries, 2 by default; 0 turns these retries
-// off.
+// labels), with an exponential backoff (100ms × 2^retry, or the error's
+// baseBackoffMS × 2^retry, times a random jitter, at most 10s): the client
+// backpressure specification's maxAdaptiveRetries, 2 by default; 0 turns
+// these retries off. Once an operation has met an overload error, this also
+// bounds its retries after other errors, timeoutMS or not.
 func WithMaxAdaptiveRetries(n int) ClientOption {
 	return func(c *clientConfig) error {
 		if n < 0 {
@@ -171,7 +174,10 @@ func WithMaxAdaptiveRetries(n int) ClientOption {
 
 // WithOverloadRetargeting makes a retry after an overload error prefer
 // another server than the overloaded one (the client backpressure
-// specification's enableOverloadRetargeting, off by default).
+// specification's enableOverloadRetargeting, off by default). Other retries
+// prefer another server in a sharded cluster only (another mongos); in a
+// replica set they go where the read preference says, the failed server
+// included, as the retryable reads and writes specifications want.
 func WithOverloadRetargeting(on bool) ClientOption {
 	return func(c *clientConfig) error {
 		c.retarget = on
@@ -362,7 +368,8 @@ func (c *Client) RunCommand(ctx context.Context, db string, cmd any, opts ...Com
 // retries it once on a retryable error (a network error, a "not writable
 // primary" or "node is recovering" error, a cleared pool...) when
 // retryReads is on (the default), as the retryable reads specification
-// says.
+// says; with timeoutMS, as many times as the time allows (the client side
+// operations timeout specification).
 func (c *Client) Read(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
 	return c.run(ctx, opRead, db, cmd, opts)
 }
@@ -373,8 +380,10 @@ func (c *Client) Read(ctx context.Context, db string, cmd any, opts ...CommandOp
 // set, a sharded cluster, a load balancer) makes it a retryable write: the
 // command gets an lsid and a txnNumber, and a retryable error (a network
 // error, an error the server labels RetryableWriteError, a cleared pool)
-// has it sent again once, to the primary of the moment, which runs it at
-// most once. Multi-document updates and deletes cannot be retryable writes:
+// has it sent again once (with timeoutMS, as many times as the time
+// allows), to the primary of the moment, which runs it at most once. A
+// server older than 4.4 labels nothing: the client labels its errors by
+// their codes, as the retryable writes specification says. Multi-document updates and deletes cannot be retryable writes:
 // run them with RunCommand.
 func (c *Client) Write(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
 	return c.run(ctx, opWrite, db, cmd, opts)
@@ -419,8 +428,16 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		defer cancel()
 	}
 	var deprioritized []string
+	// A read or a write is retried once, and under timeoutMS as long as
+	// time is left (the client side operations timeout specification);
+	// an overload error caps the retries at maxAdaptiveRetries from then
+	// on, whatever errors follow.
 	allowed := 0
-	if o.kind != opCommand {
+	switch {
+	case o.kind == opCommand:
+	case c.timeout > 0:
+		allowed = math.MaxInt
+	default:
 		allowed = 1
 	}
 	var prev error
@@ -450,10 +467,15 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		if attempt+1 > allowed {
 			return nil, err
 		}
-		if !overload || c.retarget {
+		// A sharded cluster's retry goes to another mongos when there is
+		// one, whatever the error; elsewhere only an overload error moves
+		// it, and only with enableOverloadRetargeting: a replica set's
+		// primaryPreferred read that failed on the primary is retried on
+		// it, by its read preference (retryable reads and writes).
+		if overload && c.retarget || c.topo.Description().Type == topology.Sharded {
 			deprioritized = append(deprioritized, s.Address())
 		}
-		if overload && !sleepCtx(ctx, overloadBackoff(attempt+1)) {
+		if overload && !sleepCtx(ctx, overloadBackoff(attempt+1, err)) {
 			return nil, err
 		}
 		prev = err
@@ -504,8 +526,14 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	c.observe(s, pc, conn, reply, err)
 	if err == nil && o.kind == opWrite {
 		if wce, ok := writeConcernErrorOf(reply); ok {
-			return nil, false, wce
+			err = wce
 		}
+	}
+	if err != nil && o.kind == opWrite && o.session != nil && conn.Description().MaxWireVersion < 9 {
+		labelPre44(err, conn.Description().IsMongos())
+	}
+	if _, wce := err.(*WriteConcernError); wce {
+		return nil, false, err
 	}
 	return reply, conn.Err() != nil, err
 }

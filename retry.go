@@ -97,13 +97,63 @@ func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overlo
 }
 
 // overloadBackoff returns the wait before retry number attempt (1 for the
-// first) after an overload error: jitter × min(MAX_BACKOFF, BASE × 2^attempt).
-func overloadBackoff(attempt int) time.Duration {
+// first) after the overload error err: jitter × min(MAX_BACKOFF, base ×
+// 2^attempt), base being the error's baseBackoffMS when it has a positive
+// one (the server's own advice), BASE_BACKOFF otherwise.
+func overloadBackoff(attempt int, err error) time.Duration {
+	return backoff(attempt, rand.Float64(), baseBackoffOf(err))
+}
+
+// backoff is the client backpressure specification's formula, with jitter in
+// [0, 1).
+func backoff(attempt int, jitter float64, base time.Duration) time.Duration {
 	d := overloadMaxBackoff
-	if attempt < 20 {
-		d = min(overloadMaxBackoff, overloadBaseBackoff<<attempt)
+	if attempt < 30 && base < overloadMaxBackoff>>attempt {
+		d = base << attempt
 	}
-	return time.Duration(rand.Float64() * float64(d))
+	return time.Duration(jitter * float64(d))
+}
+
+// baseBackoffOf returns the baseBackoffMS of the error reply err carries, if
+// positive, BASE_BACKOFF otherwise.
+func baseBackoffOf(err error) time.Duration {
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) {
+		return overloadBaseBackoff
+	}
+	ms, ok := ce.Raw.Lookup("baseBackoffMS").AsInt64OK()
+	if !ok {
+		if f, isFloat := ce.Raw.Lookup("baseBackoffMS").DoubleOK(); isFloat && f >= 1 && f < float64(overloadMaxBackoff/time.Millisecond) {
+			ms, ok = int64(f), true
+		}
+	}
+	if !ok || ms <= 0 {
+		return overloadBaseBackoff
+	}
+	return time.Duration(min(ms, int64(overloadMaxBackoff/time.Millisecond))) * time.Millisecond
+}
+
+// retryableWriteCodes are the codes after which the retryable writes
+// specification has the client label an error of a server older than 4.4
+// RetryableWriteError itself (newer servers label their errors).
+var retryableWriteCodes = []int32{11600, 11602, 10107, 13435, 13436, 189, 91, 7, 6, 89, 9001, 262}
+
+// labelPre44 adds RetryableWriteError to the error of a retryable write that
+// a server older than 4.4 (maxWireVersion < 9) returned, when its code (or,
+// from a mongod, its writeConcernError's) is one the retryable writes
+// specification lists: such a server labels nothing itself.
+func labelPre44(err error, mongos bool) {
+	var ce *wire.CommandError
+	if errors.As(err, &ce) {
+		if slices.Contains(retryableWriteCodes, ce.Code) && !ce.HasErrorLabel(labelRetryableWrite) {
+			ce.Labels = append(ce.Labels, labelRetryableWrite)
+		}
+		return
+	}
+	var wce *WriteConcernError
+	if !mongos && errors.As(err, &wce) && slices.Contains(retryableWriteCodes, wce.Code) && !wce.HasErrorLabel(labelRetryableWrite) {
+		wce.Labels = append(wce.Labels, labelRetryableWrite)
+	}
 }
 
 // sleepCtx waits d, or until ctx ends; it reports whether d passed.

@@ -18,9 +18,9 @@ import (
 
 // startReplicaSet starts an in-process replica set closed at the end of the
 // test.
-func startReplicaSet(t *testing.T, members int) *mongotest.ReplicaSet {
+func startReplicaSet(t *testing.T, members int, opts ...mongotest.Option) *mongotest.ReplicaSet {
 	t.Helper()
-	rs, err := mongotest.StartReplicaSet("rs", members)
+	rs, err := mongotest.StartReplicaSet("rs", members, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,10 @@ func WithTLS(cfg *tls.Config) Option {
 
 // WithWireVersions sets the minWireVersion and maxWireVersion the handshake
 // announces (defaults: 0 and DefaultMaxWireVersion). buildInfo reports the
-// MongoDB version that matches maxVersion.
+// MongoDB version that matches maxVersion. Below 9 (MongoDB 4.4), replica
+// set members behave as older mongods do: their hellos and errors carry no
+// topologyVersion, and an awaitable hello is answered at once, so clients
+// poll them.
 func WithWireVersions(minVersion, maxVersion int32) Option {
 	return func(c *config) error {
 		if minVersion < 0 || maxVersion < minVersion {

@@ -676,6 +676,12 @@ func electionID(term int64) bson.ObjectID {
 // after the wait of an awaitable hello, and sets req.next for an exhaust
 // one.
 func (s *Server) helloMember(req *request) (bson.D, error) {
+	if !s.streams() {
+		// A member older than 4.4 knows no awaitable hello: it ignores
+		// the fields, answers at once, and reports no topologyVersion.
+		d, _ := s.rs.helloFields(s.self, req.name == "hello")
+		return slices.DeleteFunc(d, func(e bson.E) bool { return e.Key == "topologyVersion" }), nil
+	}
 	aw, err := parseAwait(req)
 	if err != nil {
 		return nil, err
@@ -824,6 +830,10 @@ func nextHello(body bson.Raw, tv bson.D) bson.Raw {
 	}
 	return mustMarshal(append(d, bson.E{Key: "topologyVersion", Value: tv}))
 }
+
+// streams reports whether the server has the awaitable hello and the
+// topologyVersion of MongoDB 4.4 (maxWireVersion 9) and later.
+func (s *Server) streams() bool { return s.cfg.maxWireVersion >= 9 }
 
 // helloFields returns the replica set fields of member i's hello (modern
 // is hello rather than legacy hello), in mongod's order, and its
@@ -1000,7 +1010,7 @@ func errInterrupted() error {
 // reply with the error code: its topologyVersion, for the codes of the
 // NotPrimaryError category, as mongod adds it.
 func (s *Server) stateChangeFields(code int32) []bson.E {
-	if s.rs == nil || !notPrimaryCodes[code] {
+	if s.rs == nil || !notPrimaryCodes[code] || !s.streams() {
 		return nil
 	}
 	s.rs.mu.Lock()

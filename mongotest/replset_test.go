@@ -851,3 +851,32 @@ func TestAwaitableHelloEndsWhenAHelloFailPointIsSet(t *testing.T) {
 		t.Errorf("topologyVersion %+v, want the same as before", got.TopologyVersion)
 	}
 }
+
+// A member of a replica set older than 4.4 reports no topologyVersion, in
+// its hellos or its state change errors, and answers an awaitable hello at
+// once, as mongod 4.2 does: clients poll it.
+func TestPre44MemberHasNoTopologyVersion(t *testing.T) {
+	rs, err := mongotest.StartReplicaSet("rs", 1, mongotest.WithWireVersions(0, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	srv := rs.Primary()
+	r := dialRaw(t, srv)
+	tv := topologyVersion{ProcessID: bson.NewObjectID(), Counter: 0}
+	reply := r.run(awaitableHello(tv, 600000)) // mongod 4.4 would wait 10 minutes
+	checkOK(t, reply)
+	if _, err := reply.LookupErr("topologyVersion"); err == nil {
+		t.Fatalf("a 4.2 member's hello has a topologyVersion: %s", reply)
+	}
+	if w, ok := reply.Lookup("isWritablePrimary").BooleanOK(); !ok || !w {
+		t.Fatalf("the primary's hello: %s", reply)
+	}
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1, ErrorCode: 10107}); err != nil {
+		t.Fatal(err)
+	}
+	reply = r.run(cmd("db", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{bson.D{}}}))
+	if _, err := reply.LookupErr("topologyVersion"); err == nil {
+		t.Fatalf("a 4.2 member's NotWritablePrimary error has a topologyVersion: %s", reply)
+	}
+}

@@ -1,0 +1,246 @@
+package mongopool_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// commandLog records a client's command events.
+type commandLog struct {
+	mu     sync.Mutex
+	events []mongopool.CommandEvent
+}
+
+func (l *commandLog) handler(e mongopool.CommandEvent) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+}
+
+// take returns the events of the commands named name since the last take,
+// once the client has delivered them all.
+func (l *commandLog) take(t *testing.T, c *mongopool.Client, name string) []mongopool.CommandEvent {
+	t.Helper()
+	flush(t, c)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []mongopool.CommandEvent
+	for _, e := range l.events {
+		if e.Name == name {
+			out = append(out, e)
+		}
+	}
+	l.events = nil
+	return out
+}
+
+// The retryable reads specification's prose tests 3.1 to 3.3: in a replica
+// set, a read retried after an error goes back to the same server unless
+// the error is an overload error and enableOverloadRetargeting is on; only
+// sharded clusters deprioritize the failed server on every retryable error.
+func TestRetriedReadsInAReplicaSet(t *testing.T) {
+	overload := []string{pool.LabelRetryable, pool.LabelSystemOverloaded}
+	for _, tc := range []struct {
+		name      string
+		labels    []string
+		retarget  bool
+		elsewhere bool
+	}{
+		{"3.1 overload error, retargeting on", overload, true, true},
+		{"3.2 other retryable error", []string{pool.LabelRetryable}, false, false},
+		{"3.2 other retryable error, retargeting on", []string{pool.LabelRetryable}, true, false},
+		{"3.3 overload error, retargeting off", overload, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := startReplicaSet(t, 2)
+			var log commandLog
+			c := newClient(t, rs.URI()+"&readPreference=primaryPreferred&heartbeatFrequencyMS=500",
+				mongopool.WithCommandEventHandler(log.handler), mongopool.WithOverloadRetargeting(tc.retarget))
+			ctx := ctx(t)
+			// Both members known, so that the first attempt goes to the
+			// primary and the retry has a choice.
+			waitTopology(t, c, "a primary and a secondary", hasTypes(map[topology.ServerType]int{topology.RSPrimary: 1, topology.RSSecondary: 1}))
+			primary := rs.Primary()
+			if err := primary.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 1, ErrorCode: 6,
+				ErrorLabels: tc.labels}); err != nil {
+				t.Fatal(err)
+			}
+			log.take(t, c, "find")
+			if _, err := c.Read(ctx, "db", bson.D{{Key: "find", Value: "c"}}); err != nil {
+				t.Fatalf("the retried find failed: %v", err)
+			}
+			var failed, succeeded []string
+			for _, e := range log.take(t, c, "find") {
+				switch e.Type {
+				case mongopool.CommandFailed:
+					failed = append(failed, e.Address)
+				case mongopool.CommandSucceeded:
+					succeeded = append(succeeded, e.Address)
+				}
+			}
+			if len(failed) != 1 || len(succeeded) != 1 || failed[0] != primary.Addr() {
+				t.Fatalf("find failed on %v and succeeded on %v; want once each, failing on the primary %s", failed, succeeded, primary.Addr())
+			}
+			if elsewhere := succeeded[0] != failed[0]; elsewhere != tc.elsewhere {
+				t.Fatalf("the retry ran on %s after failing on %s; want another server: %v", succeeded[0], failed[0], tc.elsewhere)
+			}
+		})
+	}
+}
+
+// A 4.4+ server labels the errors after which a write may be retried: a
+// code the reads retry on, without RetryableWriteError, fails the write.
+func TestRetryableWriteNeedsTheLabel(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1, ErrorCode: 11602,
+		ErrorLabels: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}})
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) || ce.Code != 11602 {
+		t.Fatalf("a write failing with 11602 unlabelled: %v, want that error", err)
+	}
+	if n := len(log.take(t, c, "insert")); n != 2 {
+		t.Fatalf("%d insert events, want 2: one attempt", n)
+	}
+}
+
+// A server older than 4.4 labels nothing: the client labels the errors the
+// retryable writes specification lists, by their code, and retries.
+func TestRetryableWriteOnAPre44Server(t *testing.T) {
+	rs := startReplicaSet(t, 1, mongotest.WithWireVersions(0, 8))
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	insert := func(id int) error {
+		_, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}})
+		return err
+	}
+	for i, fp := range []mongotest.FailPoint{
+		{Commands: []string{"insert"}, Times: 1, ErrorCode: 91, ErrorLabels: []string{}},
+		{Commands: []string{"insert"}, Times: 1, ErrorLabels: []string{},
+			WriteConcernError: bson.D{{Key: "code", Value: 91}, {Key: "errmsg", Value: "shutting down"}}},
+	} {
+		if err := rs.Primary().SetFailPoint(fp); err != nil {
+			t.Fatal(err)
+		}
+		if err := insert(i); err != nil {
+			t.Fatalf("fail point %d: the write was not retried: %v", i, err)
+		}
+		if n := len(log.take(t, c, "insert")); n != 4 {
+			t.Fatalf("fail point %d: %d insert events, want 4: two attempts", i, n)
+		}
+	}
+	// A code not on the list is not labelled.
+	if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1, ErrorCode: 2,
+		ErrorLabels: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	err := insert(10)
+	var ce *wire.CommandError
+	if !errors.As(err, &ce) || ce.Code != 2 || ce.HasErrorLabel("RetryableWriteError") {
+		t.Fatalf("BadValue from a 4.2 server: %v, want it unlabelled", err)
+	}
+	// The label the client adds is on the error it returns.
+	if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 2, ErrorCode: 189,
+		ErrorLabels: []string{}}); err != nil {
+		t.Fatal(err)
+	}
+	err = insert(11)
+	if !pool.HasErrorLabel(err, "RetryableWriteError") {
+		t.Fatalf("PrimarySteppedDown twice from a 4.2 server: %v, want it labelled RetryableWriteError", err)
+	}
+}
+
+// Each attempt tells the server the time left of timeoutMS, not the whole
+// of it: a retry after an attempt that took 300ms has at most the rest.
+func TestRetryMaxTimeMSIsTheTimeLeft(t *testing.T) {
+	const timeout, blocked = 3 * time.Second, 300 * time.Millisecond
+	srv := startServer(t)
+	var log commandLog
+	c := newClient(t, srv.URI()+"?timeoutMS=3000", mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 1, BlockTime: blocked, ErrorCode: 11602}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx, "db", bson.D{{Key: "find", Value: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	var maxTimes []int64
+	for _, e := range log.take(t, c, "find") {
+		if e.Type == mongopool.CommandStarted {
+			maxTimes = append(maxTimes, e.Command.Lookup("maxTimeMS").AsInt64())
+		}
+	}
+	if len(maxTimes) != 2 || maxTimes[0] > timeout.Milliseconds() || maxTimes[1] > (timeout-blocked).Milliseconds() {
+		t.Fatalf("maxTimeMS of the attempts %v; want at most %d, then at most %d", maxTimes, timeout.Milliseconds(),
+			(timeout - blocked).Milliseconds())
+	}
+}
+
+// With timeoutMS, the client side operations timeout specification retries
+// a retryable error until the time is up, not once; an overload error caps
+// the retries at maxAdaptiveRetries, whatever errors follow it.
+func TestRetriesWithinTimeoutMS(t *testing.T) {
+	srv := startServer(t)
+	var log commandLog
+	find := bson.D{{Key: "find", Value: "c"}}
+	ctx := ctx(t)
+	attempts := func(c *mongopool.Client) int {
+		n := 0
+		for _, e := range log.take(t, c, "find") {
+			if e.Type == mongopool.CommandStarted {
+				n++
+			}
+		}
+		return n
+	}
+	csot := newClient(t, srv.URI()+"?timeoutMS=20000", mongopool.WithCommandEventHandler(log.handler))
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 4, ErrorCode: 11602}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := csot.Read(ctx, "db", find); err != nil {
+		t.Fatalf("timeoutMS set, four retryable errors: %v, want the fifth attempt's success", err)
+	}
+	if n := attempts(csot); n != 5 {
+		t.Fatalf("%d attempts, want 5", n)
+	}
+
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 10, ErrorCode: 11602,
+		ErrorLabels: []string{pool.LabelRetryable, pool.LabelSystemOverloaded}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := csot.Read(ctx, "db", find); !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+		t.Fatalf("timeoutMS set, overload errors: %v, want the last of them", err)
+	}
+	if n := attempts(csot); n != 3 {
+		t.Fatalf("%d attempts after overload errors, want 3: maxAdaptiveRetries caps them", n)
+	}
+	srv.ClearFailPoints()
+
+	plain := newClient(t, srv.URI(), mongopool.WithCommandEventHandler(log.handler))
+	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 2, ErrorCode: 11602}); err != nil {
+		t.Fatal(err)
+	}
+	var ce *wire.CommandError
+	if _, err := plain.Read(ctx, "db", find); !errors.As(err, &ce) || ce.Code != 11602 {
+		t.Fatalf("no timeoutMS, two retryable errors: %v, want the second", err)
+	}
+	if n := attempts(plain); n != 2 {
+		t.Fatalf("%d attempts without timeoutMS, want 2: one retry", n)
+	}
+}
