@@ -62,6 +62,7 @@ func (g *opGate) wait(ctx context.Context) error {
 func (c *Client) Shutdown(ctx context.Context) error {
 	c.ops.close()
 	waitErr := c.ops.wait(ctx)
+	unfinished := c.ops.n.Load() // counted before the interruptions end them
 	pools := c.Pools()
 	err := c.Close()
 	defer c.Flush(ctx) // the handlers' backlog is theirs: its end is not an error
@@ -71,5 +72,5 @@ func (c *Client) Shutdown(ctx context.Context) error {
 	for _, p := range pools {
 		p.Shutdown(ctx) // ctx has ended: interrupts the connections in use, at once
 	}
-	return fmt.Errorf("mongopool: shutting down the client: %d operations were still under way: %w", c.ops.n.Load(), waitErr)
+	return fmt.Errorf("mongopool: shutting down the client: %d operations were still under way: %w", unfinished, waitErr)
 }

@@ -3,6 +3,8 @@ package mongopool_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,31 +77,41 @@ func TestClientShutdownWaits(t *testing.T) {
 	}
 }
 
-// When its context ends first, Shutdown closes the connection under the
-// operation, which fails instead of waiting for the server.
+// When its context ends first, Shutdown closes the connections under the
+// operations, which fail instead of waiting for the server, and its error
+// counts the operations that were under way.
 func TestClientShutdownInterrupts(t *testing.T) {
+	const ops = 5
 	s := server(t)
 	c := connectClient(t, s.URI()+"?retryReads=false")
 	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, BlockTime: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	opErr := make(chan error, 1)
-	go func() {
-		_, err := c.Read(context.Background(), "db", bson.D{{Key: "find", Value: "c"}})
-		opErr <- err
-	}()
-	waitFor(t, func() string { return "the find to reach the server" }, func() bool { return s.Stats().Commands["find"] == 1 })
+	opErr := make(chan error, ops)
+	for range ops {
+		go func() {
+			_, err := c.Read(context.Background(), "db", bson.D{{Key: "find", Value: "c"}})
+			opErr <- err
+		}()
+	}
+	waitFor(t, func() string { return "the finds to reach the server" }, func() bool { return s.Stats().Commands["find"] == ops })
 	sctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := c.Shutdown(sctx); !errors.Is(err, context.Canceled) {
+	err := c.Shutdown(sctx)
+	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Shutdown: %v, want context.Canceled", err)
 	}
-	select {
-	case err := <-opErr:
-		if err == nil {
-			t.Error("the interrupted find succeeded")
+	if want := fmt.Sprintf("%d operations were still under way", ops); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Shutdown: %v, want it to say %q", err, want)
+	}
+	for range ops {
+		select {
+		case err := <-opErr:
+			if err == nil {
+				t.Error("an interrupted find succeeded")
+			}
+		case <-ctx(t).Done():
+			t.Fatal("a find was not interrupted")
 		}
-	case <-ctx(t).Done():
-		t.Fatal("the find was not interrupted")
 	}
 }

@@ -865,7 +865,8 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 			e := &SelectionError{Description: t.published.Load().desc, Err: ctx.Err(), Waited: time.Since(start)}
 			return nil, logs.failed(e.Description, e)
 		case <-timer.C:
-			e := &SelectionError{Description: t.published.Load().desc, Waited: time.Since(start), Timeout: t.timeout}
+			e := &SelectionError{Description: t.published.Load().desc, Err: context.DeadlineExceeded, Waited: time.Since(start),
+				Timeout: t.timeout}
 			return nil, logs.failed(e.Description, e)
 		}
 	}
@@ -912,7 +913,10 @@ func (snap *snapshot) inProgress(address string) int64 {
 // errors.
 type SelectionError struct {
 	Description Description
-	// Err is the context's error when it ended first, or the selector's.
+	// Err is the context's error when it ended first,
+	// context.DeadlineExceeded when serverSelectionTimeoutMS did, or the
+	// selector's: errors.Is(err, context.DeadlineExceeded) holds for
+	// every timeout.
 	Err error
 	// Waited is how long the selection waited; Timeout the server
 	// selection timeout, when that is what ended it.
@@ -921,18 +925,7 @@ type SelectionError struct {
 
 // Error describes the failure with the topology's servers.
 func (e *SelectionError) Error() string {
-	var why string
-	switch {
-	case e.Timeout > 0:
-		why = fmt.Sprintf("no suitable server within serverSelectionTimeoutMS (%v)", e.Timeout)
-	case e.Err != nil && e.Waited > 0:
-		why = fmt.Sprintf("no suitable server before the operation's context ended after %v (%v)", e.Waited.Round(time.Millisecond), e.Err)
-	case e.Err != nil:
-		why = e.Err.Error()
-	default:
-		why = "no suitable server"
-	}
-	return "server selection failed: " + why + "; topology: " + e.Description.Summary()
+	return "server selection failed: " + e.reason() + "; topology: " + e.Description.Summary()
 }
 
 // Unwrap returns the context's or the selector's error, if any, then the last

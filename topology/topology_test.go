@@ -482,6 +482,11 @@ func TestSelectionErrorSaysWhy(t *testing.T) {
 	if !errors.As(err, &se) || se.Timeout != 50*time.Millisecond {
 		t.Fatalf("err = %v", err)
 	}
+	// A timeout is a timeout, whichever ran out: the context's deadline or
+	// serverSelectionTimeoutMS.
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("%v is not context.DeadlineExceeded", err)
+	}
 	for _, want := range []string{"serverSelectionTimeoutMS (50ms)", "a:1 Unknown (connection refused)", "b:1 Unknown"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not say %q", err, want)
