@@ -343,8 +343,11 @@ func WithReadPreference(rp topology.ReadPref) CommandOption {
 
 // operation is one command the client runs, through its attempts.
 type operation struct {
-	kind        opKind
-	cmd         bson.Raw // with $db
+	kind opKind
+	cmd  bson.Raw // with $db
+	// plainWrite is a Write that cannot be a retryable write (see
+	// retryableWriteCommand): it gets no txnNumber and is sent once.
+	plainWrite  bool
 	readPref    topology.ReadPref
 	hasReadPref bool
 	session     *serverSession // a retryable write's, once it has one
@@ -374,17 +377,19 @@ func (c *Client) Read(ctx context.Context, db string, cmd any, opts ...CommandOp
 	return c.run(ctx, opRead, db, cmd, opts)
 }
 
-// Write runs the write command cmd (insert, update or delete of single
-// documents, findAndModify...) on database db, on the primary, and when
-// retryWrites is on (the default) and the deployment supports it (a replica
-// set, a sharded cluster, a load balancer) makes it a retryable write: the
-// command gets an lsid and a txnNumber, and a retryable error (a network
-// error, an error the server labels RetryableWriteError, a cleared pool)
-// has it sent again once (with timeoutMS, as many times as the time
-// allows), to the primary of the moment, which runs it at most once. A
-// server older than 4.4 labels nothing: the client labels its errors by
-// their codes, as the retryable writes specification says. Multi-document updates and deletes cannot be retryable writes:
-// run them with RunCommand.
+// Write runs the write command cmd (insert, update, delete, findAndModify,
+// an aggregate with $out...) on database db, on the primary. When
+// retryWrites is on (the default), the deployment supports it (a replica
+// set, a sharded cluster, a load balancer) and the command can be one (an
+// insert, an update or a delete of single documents, a findAndModify, with
+// an acknowledged write concern), it is a retryable write: the command gets
+// an lsid and a txnNumber, and a retryable error (a network error, an error
+// the server labels RetryableWriteError, a cleared pool) has it sent again
+// once (with timeoutMS, as many times as the time allows), to the primary
+// of the moment, which runs it at most once. A server older than 4.4 labels
+// nothing: the client labels its errors by their codes, as the retryable
+// writes specification says. Other writes (an update with multi: true, a
+// delete with limit: 0...) are sent once, as they are.
 func (c *Client) Write(ctx context.Context, db string, cmd any, opts ...CommandOption) (bson.Raw, error) {
 	return c.run(ctx, opWrite, db, cmd, opts)
 }
@@ -394,7 +399,7 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 	if err != nil {
 		return nil, err
 	}
-	o := &operation{kind: k, cmd: raw}
+	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw)}
 	if c.commands != nil || c.logs {
 		o.id = c.opIDs.Add(1)
 	}
@@ -548,7 +553,7 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
 		fields = append(fields, field{"$readPreference", docValue(rp)})
 	}
-	if timeout, ok := supportsRetryableWrites(desc, sd); o.kind == opWrite && c.retryWrites && ok {
+	if timeout, ok := supportsRetryableWrites(desc, sd); o.kind == opWrite && c.retryWrites && ok && !o.plainWrite {
 		if o.session == nil {
 			if _, err := o.cmd.LookupErr("lsid"); err == nil {
 				// The caller runs its own session: not ours to retry.

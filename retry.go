@@ -133,6 +133,62 @@ func baseBackoffOf(err error) time.Duration {
 	return time.Duration(min(ms, int64(overloadMaxBackoff/time.Millisecond))) * time.Millisecond
 }
 
+// retryableWriteCommand reports whether cmd can be a retryable write, by the
+// retryable writes specification: an insert, an update whose statements
+// have no multi: true, a delete whose statements all have limit 1, or a
+// findAndModify, with an acknowledged write concern. Any other write (an
+// updateMany, a deleteMany, an aggregate with $out, an unacknowledged
+// write...) gets no txnNumber and is never sent twice: mongod refuses the
+// first two with one, and the rest cannot be retried safely.
+func retryableWriteCommand(cmd bson.Raw) bool {
+	first, err := cmd.IndexErr(0)
+	if err != nil {
+		return false
+	}
+	if w, ok := cmd.Lookup("writeConcern", "w").AsInt64OK(); ok && w == 0 {
+		return false
+	}
+	switch first.Key() {
+	case "insert", "findAndModify":
+		return true
+	case "update":
+		return everyStatement(cmd, "updates", func(st bson.Raw) bool {
+			multi, ok := st.Lookup("multi").BooleanOK()
+			return !ok || !multi
+		})
+	case "delete":
+		return everyStatement(cmd, "deletes", func(st bson.Raw) bool {
+			limit, ok := st.Lookup("limit").AsInt64OK()
+			if !ok {
+				f, isFloat := st.Lookup("limit").DoubleOK()
+				limit, ok = 1, isFloat && f == 1
+			}
+			return ok && limit == 1
+		})
+	}
+	return false
+}
+
+// everyStatement reports whether ok holds of every document of cmd's array
+// field (and the array is there).
+func everyStatement(cmd bson.Raw, field string, ok func(bson.Raw) bool) bool {
+	arr, isArray := cmd.Lookup(field).ArrayOK()
+	if !isArray {
+		return false
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return false
+	}
+	for _, v := range vals {
+		st, isDoc := v.DocumentOK()
+		if !isDoc || !ok(st) {
+			return false
+		}
+	}
+	return true
+}
+
 // retryableWriteCodes are the codes after which the retryable writes
 // specification has the client label an error of a server older than 4.4
 // RetryableWriteError itself (newer servers label their errors).

@@ -61,3 +61,35 @@ func TestOverloadBackoff(t *testing.T) {
 		}
 	}
 }
+
+// The writes that can be retryable writes, statement by statement.
+func TestRetryableWriteCommand(t *testing.T) {
+	stmt := func(kv ...bson.E) bson.D { return append(bson.D{}, kv...) }
+	for _, tc := range []struct {
+		cmd  bson.D
+		want bool
+	}{
+		{bson.D{{Key: "insert", Value: "c"}}, true},
+		{bson.D{{Key: "findAndModify", Value: "c"}}, true},
+		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{stmt(), stmt(bson.E{Key: "multi", Value: false})}}}, true},
+		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{stmt(), stmt(bson.E{Key: "multi", Value: true})}}}, false},
+		{bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{"not a statement"}}}, false},
+		{bson.D{{Key: "update", Value: "c"}}, false},
+		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{stmt(bson.E{Key: "limit", Value: 1}), stmt(bson.E{Key: "limit", Value: 1.0})}}}, true},
+		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{stmt(bson.E{Key: "limit", Value: 1}), stmt(bson.E{Key: "limit", Value: 0})}}}, false},
+		{bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{stmt()}}}, false},
+		{bson.D{{Key: "insert", Value: "c"}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}}, false},
+		{bson.D{{Key: "insert", Value: "c"}, {Key: "writeConcern", Value: bson.D{{Key: "w", Value: "majority"}}}}, true},
+		{bson.D{{Key: "aggregate", Value: "c"}}, false},
+		{bson.D{{Key: "Insert", Value: "c"}}, false},
+		{bson.D{}, false},
+	} {
+		raw, err := bson.Marshal(tc.cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := retryableWriteCommand(raw); got != tc.want {
+			t.Errorf("retryableWriteCommand(%v) = %v, want %v", tc.cmd, got, tc.want)
+		}
+	}
+}

@@ -244,3 +244,59 @@ func TestRetriesWithinTimeoutMS(t *testing.T) {
 		t.Fatalf("%d attempts without timeoutMS, want 2: one retry", n)
 	}
 }
+
+// Only the writes the retryable writes specification lists get a
+// txnNumber: inserts, updates and deletes of single documents,
+// findAndModify, all acknowledged. An update with multi: true, a delete
+// with limit: 0, a create and an unacknowledged insert run as plain writes
+// (mongod refuses the first two with a txnNumber).
+func TestOnlyRetryableWritesGetATxnNumber(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	docs := bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}
+	one := func(name string, cmd bson.D, wantTxn bool, wantN int32) {
+		t.Helper()
+		reply, err := c.Write(ctx, "db", cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := reply.LookupErr("writeErrors"); err == nil {
+			t.Fatalf("%s: writeErrors in %s", name, reply)
+		}
+		if n, _ := reply.Lookup("n").AsInt64OK(); wantN >= 0 && n != int64(wantN) {
+			t.Fatalf("%s: n = %d, want %d (reply %s)", name, n, wantN, reply)
+		}
+		var started []mongopool.CommandEvent
+		for _, e := range log.take(t, c, cmd[0].Key) {
+			if e.Type == mongopool.CommandStarted {
+				started = append(started, e)
+			}
+		}
+		if len(started) != 1 {
+			t.Fatalf("%s: %d commands sent, want 1", name, len(started))
+		}
+		_, err = started[0].Command.LookupErr("txnNumber")
+		if hasTxn := err == nil; hasTxn != wantTxn {
+			t.Fatalf("%s sent with a txnNumber: %v, want %v: %s", name, hasTxn, wantTxn, started[0].Command)
+		}
+	}
+	one("insert", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: docs}}, true, 3)
+	one("update of one", bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}},
+	}}}, true, 1)
+	one("update with multi", bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}}},
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 2}}}}}, {Key: "multi", Value: true}},
+	}}}, false, 4)
+	one("findAndModify", bson.D{{Key: "findAndModify", Value: "c"}, {Key: "query", Value: bson.D{{Key: "_id", Value: 2}}},
+		{Key: "update", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "z", Value: 1}}}}}}, true, -1)
+	one("create", bson.D{{Key: "create", Value: "other"}}, false, -1)
+	one("delete of one", bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}}}}}, true, 1)
+	one("delete of all", bson.D{{Key: "delete", Value: "c"}, {Key: "deletes", Value: bson.A{
+		bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}}, false, 2)
+	one("unacknowledged insert", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: docs},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}}, false, -1)
+}
