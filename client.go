@@ -530,14 +530,18 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	}
 	c.observe(s, pc, conn, reply, err)
 	if err == nil && o.kind == opWrite {
-		if wce, ok := writeConcernErrorOf(reply); ok {
+		wce, hasWCE := writeConcernErrorOf(reply)
+		if we, ok := writeErrorsOf(reply, wce); ok {
+			err = we
+		} else if hasWCE {
 			err = wce
 		}
 	}
 	if err != nil && o.kind == opWrite && o.session != nil && conn.Description().MaxWireVersion < 9 {
 		labelPre44(err, conn.Description().IsMongos())
 	}
-	if _, wce := err.(*WriteConcernError); wce {
+	switch err.(type) {
+	case *WriteConcernError, *WriteErrors:
 		return nil, false, err
 	}
 	return reply, conn.Err() != nil, err

@@ -232,8 +232,9 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 
 // WriteConcernError is the writeConcernError of a write's reply: the write
 // was applied on the primary, but the write concern was not satisfied. Write
-// returns it as an error (RunCommand returns the reply as it is), after
-// retrying the write once when the server labelled it RetryableWriteError.
+// returns it as an error (within a [*WriteErrors] when the reply also lists
+// writeErrors; RunCommand returns the reply as it is), after retrying the
+// write once when the server labelled it RetryableWriteError.
 type WriteConcernError struct {
 	Code     int32
 	CodeName string

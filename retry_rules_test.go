@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -299,4 +300,46 @@ func TestOnlyRetryableWritesGetATxnNumber(t *testing.T) {
 		bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}}, false, 2)
 	one("unacknowledged insert", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: docs},
 		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}}, false, -1)
+}
+
+// A write whose reply lists writeErrors fails with a *mongopool.WriteErrors
+// naming each failed statement, with the reply's counts of what was done.
+func TestWriteErrorsAreErrors(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	c := newClient(t, rs.URI())
+	ctx := ctx(t)
+	doc := func(id int) bson.D { return bson.D{{Key: "_id", Value: id}} }
+	if _, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(1), doc(2)}}}); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "ordered", Value: false},
+		{Key: "documents", Value: bson.A{doc(1), doc(3), doc(2), doc(4)}}})
+	var we *mongopool.WriteErrors
+	if !errors.As(err, &we) {
+		t.Fatalf("an insert of duplicate keys: reply %s, error %v; want a *WriteErrors", reply, err)
+	}
+	if len(we.Errors) != 2 || we.Errors[0].Index != 0 || we.Errors[1].Index != 2 || we.Errors[0].Code != 11000 {
+		t.Fatalf("write errors %+v, want statements 0 and 2, duplicate keys", we.Errors)
+	}
+	if n, _ := we.Reply.Lookup("n").AsInt64OK(); n != 2 || reply != nil {
+		t.Fatalf("reply %s (n %d) with the error, want it in the error only, n 2", reply, n)
+	}
+	if we.WriteConcernError != nil || errors.Unwrap(err) != nil {
+		t.Fatalf("no write concern error in the reply, yet %v", we.WriteConcernError)
+	}
+	for _, want := range []string{"statement 0", "E11000", "code 11000", "and 1 more"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	// With a writeConcernError too, both are there.
+	if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 1,
+		WriteConcernError: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{doc(1)}}})
+	var wce *mongopool.WriteConcernError
+	if !errors.As(err, &we) || len(we.Errors) != 1 || !errors.As(err, &wce) || wce.Code != 64 {
+		t.Fatalf("a duplicate key under a failed write concern: %v; want both", err)
+	}
 }

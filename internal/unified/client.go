@@ -361,6 +361,11 @@ func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts 
 		reply, err = c.cl.Read(ctx, db, cmd, opts...)
 	case opWrite:
 		reply, err = c.cl.Write(ctx, db, cmd, opts...)
+		if we := (*mongopool.WriteErrors)(nil); errors.As(err, &we) {
+			// A driver raises the first write error as the server's
+			// error, with the reply's labels.
+			reply, err = nil, writeErrorOf(we.Reply)
+		}
 	default:
 		reply, err = c.cl.RunCommand(ctx, db, cmd, opts...)
 	}

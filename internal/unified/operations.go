@@ -395,8 +395,9 @@ func withID(doc bson.Raw) (bson.Raw, bson.RawValue, error) {
 }
 
 // writeErrorOf returns the error a driver raises for a write's reply that
-// has write errors (the Client returns a write concern error itself): the
-// server's error, from the first write error.
+// has write errors (Client.Write's *mongopool.WriteErrors, or a reply of
+// RunCommand): the server's error, from the first write error, or from the
+// write concern error when there is none.
 func writeErrorOf(reply bson.Raw) error {
 	var labels []string
 	if a, ok := reply.Lookup("errorLabels").ArrayOK(); ok {
