@@ -505,6 +505,9 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	defer s.Done()
 	p, pc, err := checkOut(ctx, s)
 	if err != nil {
+		if errors.Is(err, pool.ErrPoolCleared) && o.kind == opWrite && c.retryWrites && !o.plainWrite {
+			err = labelled(err, labelRetryableWrite)
+		}
 		return nil, false, err
 	}
 	defer p.CheckIn(pc)
@@ -544,7 +547,11 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	case *WriteConcernError, *WriteErrors:
 		return nil, false, err
 	}
-	return reply, conn.Err() != nil, err
+	broken = conn.Err() != nil
+	if broken && o.session != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		err = labelled(err, labelRetryableWrite) // a retryable write's network error
+	}
+	return reply, broken, err
 }
 
 // prepare returns the command of an attempt on s: with the read preference

@@ -189,6 +189,30 @@ func everyStatement(cmd bson.Raw, field string, ok func(bson.Raw) bool) bool {
 	return true
 }
 
+// labelledError is an error with a label the client adds to it, as the
+// retryable writes specification has it label the network errors of
+// retryable writes RetryableWriteError.
+type labelledError struct {
+	err   error
+	label string
+}
+
+// labelled returns err with label, unless it has it already.
+func labelled(err error, label string) error {
+	if pool.HasErrorLabel(err, label) {
+		return err
+	}
+	return &labelledError{err: err, label: label}
+}
+
+func (e *labelledError) Error() string { return e.err.Error() }
+func (e *labelledError) Unwrap() error { return e.err }
+
+// HasErrorLabel reports whether the error has label, its own or its cause's.
+func (e *labelledError) HasErrorLabel(label string) bool {
+	return label == e.label || pool.HasErrorLabel(e.err, label)
+}
+
 // retryableWriteCodes are the codes after which the retryable writes
 // specification has the client label an error of a server older than 4.4
 // RetryableWriteError itself (newer servers label their errors).

@@ -343,3 +343,28 @@ func TestWriteErrorsAreErrors(t *testing.T) {
 		t.Fatalf("a duplicate key under a failed write concern: %v; want both", err)
 	}
 }
+
+// The client labels RetryableWriteError the network errors of retryable
+// writes (and a cleared pool's), when retryWrites is on, as the retryable
+// writes specification says: a caller can tell it may run the write again.
+func TestNetworkErrorsOfRetryableWritesAreLabelled(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	ctx := ctx(t)
+	for _, tc := range []struct {
+		query string
+		label bool
+	}{{"", true}, {"&retryWrites=false", false}} {
+		c := newClient(t, rs.URI()+tc.query)
+		if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, Times: 2, CloseConnection: true}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}})
+		if err == nil {
+			t.Fatalf("%q: the insert met closed connections, yet succeeded", tc.query)
+		}
+		if got := pool.HasErrorLabel(err, "RetryableWriteError"); got != tc.label {
+			t.Errorf("%q: %v labelled RetryableWriteError: %v, want %v", tc.query, err, got, tc.label)
+		}
+		rs.Primary().ClearFailPoints()
+	}
+}
