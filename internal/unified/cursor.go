@@ -1,7 +1,6 @@
 package unified
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
-	"github.com/mongopool/mongopool/connection"
 )
 
 // cursor is a cursor entity (createFindCursor): the documents of the
@@ -168,52 +166,30 @@ func (cur *cursor) releaseLocked() {
 	}
 }
 
-// pinned is a connection a client entity keeps for a cursor, lent by
-// Client.Do on a goroutine of its own that runs the cursor's commands on it
-// until release, or until one fails: Do then applies the error rules to the
-// failure and checks the connection in.
+// pinned is the connection a client entity keeps for a cursor (a
+// mongopool.Conn) until release, or until a command on it fails: the
+// connection goes back to its pool then, so that its events come before
+// the operation's end.
 type pinned struct {
-	reqs     chan pinnedReq
-	done     chan struct{} // closed when Do has returned
-	err      error         // Do's error, once done is closed
-	released bool
+	conn *mongopool.Conn
+	err  error // why there is no connection: the Conn's error
 }
 
-type pinnedReq struct {
-	cmd bson.Raw
-	out chan pinnedReply // buffered: the goroutine never waits on it
-}
-
-type pinnedReply struct {
-	reply bson.Raw
-	err   error
-}
-
-// pinConnection starts the goroutine that keeps a connection, from the
-// server opts select, until release.
+// pinConnection checks out the connection of the server opts select.
 func (c *client) pinConnection(ctx context.Context, opts []mongopool.CommandOption) *pinned {
-	p := &pinned{reqs: make(chan pinnedReq), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.err = c.cl.Do(ctx, func(conn *connection.Conn) error {
-			for req := range p.reqs {
-				reply, err := conn.RoundTrip(ctx, req.cmd)
-				req.out <- pinnedReply{reply: bytes.Clone(reply), err: err}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}, opts...)
-	}()
-	return p
+	conn, err := c.cl.Conn(ctx, opts...)
+	return &pinned{conn: conn, err: err}
 }
 
 // run runs cmd on db over the pinned connection, with the implicit session
-// the client's commands carry. After a failure it returns once Do has
-// applied the error rules and checked the connection in, so that the
-// events of both are emitted before the operation's end.
+// the client's commands carry.
 func (p *pinned) run(ctx context.Context, c *client, db string, cmd bson.D) (bson.Raw, error) {
+	if p.conn == nil {
+		if p.err == nil {
+			return nil, errors.New("the cursor's connection is no longer pinned")
+		}
+		return nil, fmt.Errorf("the cursor's connection: %w", p.err)
+	}
 	var id []byte
 	if c.sessions {
 		var err error
@@ -222,37 +198,21 @@ func (p *pinned) run(ctx context.Context, c *client, db string, cmd bson.D) (bso
 		}
 		cmd = append(cmd, bson.E{Key: "lsid", Value: lsid(id)})
 	}
-	raw, err := bson.Marshal(append(cmd, bson.E{Key: "$db", Value: db}))
+	reply, err := p.conn.RunCommand(ctx, db, cmd)
 	if err != nil {
-		return nil, err
-	}
-	out := make(chan pinnedReply, 1)
-	select {
-	case p.reqs <- pinnedReq{cmd: raw, out: out}:
-	case <-p.done:
-		if p.err == nil {
-			return nil, errors.New("the cursor's connection is no longer pinned")
-		}
-		return nil, fmt.Errorf("the cursor's connection: %w", p.err)
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	r := <-out // the goroutine answers every request it takes
-	if r.err != nil {
-		<-p.done
+		p.release()
+		p.err = err
 	}
 	if id != nil {
-		c.release(id, r.err)
+		c.release(id, err)
 	}
-	return r.reply, r.err
+	return reply, err
 }
 
 // release ends the pinning: the connection goes back to its pool.
 func (p *pinned) release() {
-	if p.released {
-		return
+	if p.conn != nil {
+		p.conn.Close()
+		p.conn = nil
 	}
-	p.released = true
-	close(p.reqs)
-	<-p.done
 }
