@@ -109,6 +109,7 @@ func TestClientStandalone(t *testing.T) {
 		t.Errorf("topology type %v, want Single", d.Type)
 	}
 	c.Close()
+	flush(t, c) // the events of the closing come after Close returns
 	got := strings.Join(ev.names(), "\n")
 	want := strings.Join([]string{
 		"TopologyOpening",
@@ -318,6 +319,7 @@ func TestClientNetworkErrorClearsAndRetryRecovers(t *testing.T) {
 	if _, err := c.Read(ctx, "db", bson.D{{Key: "count", Value: "c"}}); err != nil {
 		t.Fatalf("the retried read failed: %v", err)
 	}
+	flush(t, c)
 	if n := len(log.filter(func(e pool.Event) bool { return e.Type == pool.PoolCleared })); n != 1 {
 		t.Errorf("%d PoolCleared events, want 1", n)
 	}

@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -55,4 +56,69 @@ func ExampleConnect() {
 	d := c.Topology().Description()
 	fmt.Println(d.Type, d.SetName, "documents:", n)
 	// Output: ReplicaSetWithPrimary rs0 documents: 2
+}
+
+// Several commands on one connection: a Conn keeps it until Close.
+func ExampleClient_Conn() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, srv.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	conn, err := c.Conn(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	var ids []int64
+	for range 2 {
+		reply, err := conn.RunCommand(ctx, "admin", bson.D{{Key: "hello", Value: 1}})
+		if err != nil {
+			panic(err)
+		}
+		id, _ := reply.Lookup("connectionId").AsInt64OK()
+		ids = append(ids, id)
+	}
+	fmt.Println("one connection:", ids[0] == ids[1])
+	// Output: one connection: true
+}
+
+// A write some of whose statements fail: Write returns a *WriteErrors that
+// names them, with the reply's count of what was done.
+func ExampleWriteErrors() {
+	rs, err := mongotest.StartReplicaSet("rs0", 1)
+	if err != nil {
+		panic(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, rs.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	doc := func(id int) bson.D { return bson.D{{Key: "_id", Value: id}} }
+	_, err = c.Write(ctx, "shop", bson.D{{Key: "insert", Value: "orders"}, {Key: "ordered", Value: false},
+		{Key: "documents", Value: bson.A{doc(1), doc(1), doc(2)}}})
+	var we *mongopool.WriteErrors
+	if errors.As(err, &we) {
+		n, _ := we.Reply.Lookup("n").AsInt64OK()
+		fmt.Println("inserted:", n)
+		for _, e := range we.Errors {
+			fmt.Println("statement", e.Index, "failed with code", e.Code)
+		}
+	}
+	// Output:
+	// inserted: 2
+	// statement 1 failed with code 11000
 }
