@@ -347,7 +347,13 @@ type operation struct {
 	cmd  bson.Raw // with $db
 	// plainWrite is a Write that cannot be a retryable write (see
 	// retryableWriteCommand): it gets no txnNumber and is sent once.
-	plainWrite  bool
+	plainWrite bool
+	// at, if set, is the address of the only server the operation may
+	// run on (a cursor's getMore); servedBy is the server it ran on.
+	at, servedBy string
+	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime.
+	batchSize   int32
+	maxAwait    time.Duration
 	readPref    topology.ReadPref
 	hasReadPref bool
 	session     *serverSession // a retryable write's, once it has one
@@ -457,6 +463,7 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		}
 		reply, broken, err := c.attempt(ctx, s, o)
 		if err == nil {
+			o.servedBy = s.Address()
 			return reply, nil
 		}
 		if prev != nil && pool.HasErrorLabel(err, labelNoWritesPerform) {

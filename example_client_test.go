@@ -122,3 +122,45 @@ func ExampleWriteErrors() {
 	// inserted: 2
 	// statement 1 failed with code 11000
 }
+
+// A find with its results in batches: the cursor's getMores go to the server
+// that ran the find.
+func ExampleClient_Cursor() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, srv.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	docs := bson.A{}
+	for i := range 5 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "item", Value: fmt.Sprint("item ", i)}})
+	}
+	if _, err := c.Write(ctx, "shop", bson.D{{Key: "insert", Value: "orders"}, {Key: "documents", Value: docs}}); err != nil {
+		panic(err)
+	}
+
+	cur, err := c.Cursor(ctx, "shop", bson.D{{Key: "find", Value: "orders"},
+		{Key: "filter", Value: bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: 2}}}}}, {Key: "batchSize", Value: 2}},
+		mongopool.WithBatchSize(2))
+	if err != nil {
+		panic(err)
+	}
+	defer cur.Close(ctx)
+	for cur.Next(ctx) {
+		fmt.Println(cur.Current().Lookup("item").StringValue())
+	}
+	if err := cur.Err(); err != nil {
+		panic(err)
+	}
+	// Output:
+	// item 2
+	// item 3
+	// item 4
+}

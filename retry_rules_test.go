@@ -29,19 +29,32 @@ func (l *commandLog) handler(e mongopool.CommandEvent) {
 }
 
 // take returns the events of the commands named name since the last take,
-// once the client has delivered them all.
+// once the client has delivered them all, and forgets every event.
 func (l *commandLog) take(t *testing.T, c *mongopool.Client, name string) []mongopool.CommandEvent {
+	t.Helper()
+	return named(l.takeAll(t, c), name)
+}
+
+// takeAll returns the events since the last take, once the client has
+// delivered them all.
+func (l *commandLog) takeAll(t *testing.T, c *mongopool.Client) []mongopool.CommandEvent {
 	t.Helper()
 	flush(t, c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	out := l.events
+	l.events = nil
+	return out
+}
+
+// named returns the events of the commands named name.
+func named(events []mongopool.CommandEvent, name string) []mongopool.CommandEvent {
 	var out []mongopool.CommandEvent
-	for _, e := range l.events {
+	for _, e := range events {
 		if e.Name == name {
 			out = append(out, e)
 		}
 	}
-	l.events = nil
 	return out
 }
 

@@ -1,0 +1,290 @@
+package mongopool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool/topology"
+)
+
+// ErrCursorClosed is the error of a Cursor's Next after its Close.
+var ErrCursorClosed = errors.New("mongopool: the cursor is closed")
+
+// WithBatchSize sets the number of documents a cursor's getMores ask for
+// (the server's default when not set). The first batch's size is the
+// command's own batchSize, or cursor.batchSize for aggregate.
+func WithBatchSize(n int32) CommandOption {
+	return func(o *operation) { o.batchSize = n }
+}
+
+// WithMaxAwaitTime sets how long the getMore of a tailable awaitData cursor
+// waits for new documents on the server (its maxTimeMS).
+func WithMaxAwaitTime(d time.Duration) CommandOption {
+	return func(o *operation) { o.maxAwait = d }
+}
+
+// Cursor iterates over the documents of a command that returns a cursor
+// (find, aggregate, listCollections, listIndexes...). Its getMores and its
+// killCursors go to the server that created it (and, behind a load
+// balancer, over the connection that did, which the cursor keeps until it
+// is exhausted or closed), never where a read preference would select
+// again. A Cursor is for one goroutine at a time; Close it unless Next
+// returned false.
+type Cursor struct {
+	c         *Client
+	address   string
+	readPref  topology.ReadPref
+	conn      *Conn // the pinned connection behind a load balancer
+	db, coll  string
+	batchSize int32
+	maxAwait  time.Duration
+
+	mu     sync.Mutex // protects following fields; Close may come from another goroutine
+	id     int64
+	batch  []bson.RawValue
+	pos    int
+	cur    bson.Raw
+	err    error
+	closed bool
+}
+
+// Cursor runs cmd, a command that returns a cursor, on database db as a
+// Read does (on the server its read preference selects, retried once on a
+// retryable error), and returns the cursor of its reply.
+func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...CommandOption) (*Cursor, error) {
+	raw, err := withDB(cmd, db)
+	if err != nil {
+		return nil, err
+	}
+	o := &operation{kind: opRead, cmd: raw}
+	if c.commands != nil || c.logs {
+		o.id = c.opIDs.Add(1)
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if !o.hasReadPref {
+		o.readPref = c.criteria.ReadPref
+	}
+	cur := &Cursor{c: c, readPref: o.readPref, db: db, batchSize: o.batchSize, maxAwait: o.maxAwait}
+	var reply bson.Raw
+	if c.topo.Description().Type == topology.LoadBalanced {
+		// getMore must reach the service that has the cursor: the
+		// connection to the load balancer is kept.
+		if cur.conn, err = c.Conn(ctx, WithReadPreference(o.readPref)); err != nil {
+			return nil, err
+		}
+		cur.address = cur.conn.Address()
+		reply, err = cur.conn.RunCommand(ctx, db, raw)
+	} else {
+		reply, err = c.execute(ctx, o)
+		cur.address = o.servedBy
+	}
+	if err == nil {
+		err = cur.take(reply, "firstBatch")
+	}
+	if err != nil {
+		cur.release()
+		return nil, err
+	}
+	if cur.id == 0 {
+		cur.release()
+	}
+	return cur, nil
+}
+
+// take reads a cursor reply's id, namespace and batch (field).
+func (cur *Cursor) take(reply bson.Raw, field string) error {
+	doc, ok := reply.Lookup("cursor").DocumentOK()
+	if !ok {
+		return fmt.Errorf("mongopool: the reply has no cursor: %s", truncate(reply))
+	}
+	id, ok := doc.Lookup("id").AsInt64OK()
+	if !ok {
+		return fmt.Errorf("mongopool: the reply's cursor has no id: %s", truncate(reply))
+	}
+	arr, ok := doc.Lookup(field).ArrayOK()
+	if !ok {
+		return fmt.Errorf("mongopool: the reply's cursor has no %s: %s", field, truncate(reply))
+	}
+	batch, err := arr.Values()
+	if err != nil {
+		return fmt.Errorf("mongopool: the reply's %s: %w", field, err)
+	}
+	if ns, ok := doc.Lookup("ns").StringValueOK(); ok {
+		if _, coll, found := strings.Cut(ns, "."); found {
+			cur.coll = coll
+		}
+	}
+	if id != 0 && cur.coll == "" {
+		return fmt.Errorf("mongopool: the reply's cursor %d has no namespace: %s", id, truncate(reply))
+	}
+	cur.id, cur.batch, cur.pos = id, batch, 0
+	return nil
+}
+
+// truncate returns a reply shortened for an error message.
+func truncate(reply bson.Raw) string {
+	s := reply.String()
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// ID returns the cursor's id on its server: 0 once it is exhausted.
+func (cur *Cursor) ID() int64 {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	return cur.id
+}
+
+// Next moves to the next document, running a getMore when the batch is
+// done, and reports whether there is one: false at the end of the results,
+// or on an error (see Err). A tailable cursor's Next waits for new
+// documents until ctx ends.
+func (cur *Cursor) Next(ctx context.Context) bool {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	for {
+		if cur.err != nil {
+			return false
+		}
+		if cur.closed {
+			cur.err = ErrCursorClosed
+			return false
+		}
+		if cur.pos < len(cur.batch) {
+			d, ok := cur.batch[cur.pos].DocumentOK()
+			cur.pos++
+			if !ok {
+				cur.err = errors.New("mongopool: a cursor's batch holds a value that is not a document")
+				return false
+			}
+			cur.cur = d
+			return true
+		}
+		if cur.id == 0 {
+			cur.cur = nil
+			return false
+		}
+		if err := cur.getMoreLocked(ctx); err != nil {
+			cur.err = err
+			return false
+		}
+	}
+}
+
+// getMoreLocked runs the getMore of the next batch on the cursor's server.
+func (cur *Cursor) getMoreLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	cmd := bson.D{{Key: "getMore", Value: cur.id}, {Key: "collection", Value: cur.coll}}
+	if cur.batchSize > 0 {
+		cmd = append(cmd, bson.E{Key: "batchSize", Value: cur.batchSize})
+	}
+	if cur.maxAwait > 0 {
+		cmd = append(cmd, bson.E{Key: "maxTimeMS", Value: max(1, cur.maxAwait.Milliseconds())})
+	}
+	reply, err := cur.runLocked(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	if err := cur.take(reply, "nextBatch"); err != nil {
+		return err
+	}
+	if cur.id == 0 {
+		cur.releaseLocked()
+	}
+	return nil
+}
+
+// runLocked runs cmd on the cursor's server (its connection, if pinned),
+// once: a getMore or a killCursors is never retried.
+func (cur *Cursor) runLocked(ctx context.Context, cmd bson.D) (bson.Raw, error) {
+	if cur.conn != nil {
+		return cur.conn.RunCommand(ctx, cur.db, cmd)
+	}
+	raw, err := withDB(cmd, cur.db)
+	if err != nil {
+		return nil, err
+	}
+	c := cur.c
+	o := &operation{kind: opCommand, cmd: raw, readPref: cur.readPref, hasReadPref: true, at: cur.address}
+	if c.commands != nil || c.logs {
+		o.id = c.opIDs.Add(1)
+	}
+	return c.execute(ctx, o)
+}
+
+// Current returns the document Next moved to; nil before the first Next and
+// after the last. It stays valid after the next call of Next.
+func (cur *Cursor) Current() bson.Raw {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	return cur.cur
+}
+
+// Err returns the error that ended Next, if any: ErrCursorClosed after
+// Close.
+func (cur *Cursor) Err() error {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	return cur.err
+}
+
+// All returns the remaining documents and closes the cursor.
+func (cur *Cursor) All(ctx context.Context) ([]bson.Raw, error) {
+	var docs []bson.Raw
+	for cur.Next(ctx) {
+		docs = append(docs, cur.Current())
+	}
+	err := cur.Err()
+	if cerr := cur.Close(ctx); err == nil {
+		err = cerr
+	}
+	return docs, err
+}
+
+// Close kills the cursor on its server if it is not exhausted (killCursors,
+// whose failure is returned but changes nothing: the server's cursor
+// timeout ends it anyway) and gives its connection back. A second Close does
+// nothing.
+func (cur *Cursor) Close(ctx context.Context) error {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	if cur.closed {
+		return nil
+	}
+	cur.closed = true
+	var err error
+	if cur.id != 0 {
+		kill := bson.D{{Key: "killCursors", Value: cur.coll}, {Key: "cursors", Value: bson.A{cur.id}}}
+		_, err = cur.runLocked(ctx, kill)
+		cur.id = 0
+	}
+	cur.releaseLocked()
+	cur.batch, cur.cur = nil, nil
+	return err
+}
+
+func (cur *Cursor) release() {
+	cur.mu.Lock()
+	defer cur.mu.Unlock()
+	cur.releaseLocked()
+}
+
+// releaseLocked gives the pinned connection back, if the cursor has one.
+func (cur *Cursor) releaseLocked() {
+	if cur.conn != nil {
+		cur.conn.Close()
+		cur.conn = nil
+	}
+}
