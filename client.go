@@ -348,9 +348,10 @@ type operation struct {
 	// plainWrite is a Write that cannot be a retryable write (see
 	// retryableWriteCommand): it gets no txnNumber and is sent once.
 	plainWrite bool
-	// at, if set, is the address of the only server the operation may
-	// run on (a cursor's getMore); servedBy is the server it ran on.
-	at, servedBy string
+	// sel, if set, selects the server instead of the read preference (a
+	// cursor's getMore: see serverAt); servedBy is the server it ran on.
+	sel      topology.Selector
+	servedBy string
 	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime.
 	batchSize   int32
 	maxAwait    time.Duration

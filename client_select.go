@@ -15,20 +15,23 @@ import (
 func (c *Client) selector(o *operation, deprioritized []string) topology.Selector {
 	crit := c.criteria
 	crit.Write, crit.ReadPref, crit.Deprioritized = o.kind == opWrite, o.readPref, deprioritized
-	if o.at != "" {
-		// The one server the operation may run on, once it is known
-		// again (a cursor's getMore after its server was marked
-		// Unknown waits for it, until the selection times out).
-		at := o.at
-		return func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
-			if sd, ok := d.Server(at); ok && sd.Type != topology.ServerUnknown {
-				dst = append(dst, sd)
-			}
-			return dst, nil
-		}
+	if o.sel != nil {
+		return o.sel
 	}
 	return func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
 		return d.SelectCandidates(crit, dst)
+	}
+}
+
+// serverAt returns the selector of the one server at address, once it is
+// known (a cursor's getMore after its server was marked Unknown waits for
+// it, until the selection times out).
+func serverAt(address string) topology.Selector {
+	return func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
+		if sd, ok := d.Server(address); ok && sd.Type != topology.ServerUnknown {
+			dst = append(dst, sd)
+		}
+		return dst, nil
 	}
 }
 

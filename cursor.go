@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/topology"
 )
@@ -45,12 +46,15 @@ type Cursor struct {
 	batchSize int32
 	maxAwait  time.Duration
 
-	mu     sync.Mutex // protects following fields; Close may come from another goroutine
-	id     int64
-	batch  []bson.RawValue
-	pos    int
-	cur    bson.Raw
-	err    error
+	mu    sync.Mutex // protects following fields; Close may come from another goroutine
+	id    int64
+	batch []byte // the elements of the batch's array, those not handed out yet
+	cur   bson.Raw
+	err   error
+	// op and cmd are the getMore's, kept for the next one: a getMore
+	// allocates nothing but its reply.
+	op     operation
+	cmd    []byte
 	closed bool
 }
 
@@ -85,6 +89,7 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 	} else {
 		reply, err = c.execute(ctx, o)
 		cur.address = o.servedBy
+		cur.op.sel = serverAt(cur.address)
 	}
 	if err == nil {
 		err = cur.take(reply, "firstBatch")
@@ -99,7 +104,8 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 	return cur, nil
 }
 
-// take reads a cursor reply's id, namespace and batch (field).
+// take reads a cursor reply's id, namespace (the first time) and batch
+// (field).
 func (cur *Cursor) take(reply bson.Raw, field string) error {
 	doc, ok := reply.Lookup("cursor").DocumentOK()
 	if !ok {
@@ -110,22 +116,20 @@ func (cur *Cursor) take(reply bson.Raw, field string) error {
 		return fmt.Errorf("mongopool: the reply's cursor has no id: %s", truncate(reply))
 	}
 	arr, ok := doc.Lookup(field).ArrayOK()
-	if !ok {
+	if !ok || len(arr) < 5 {
 		return fmt.Errorf("mongopool: the reply's cursor has no %s: %s", field, truncate(reply))
 	}
-	batch, err := arr.Values()
-	if err != nil {
-		return fmt.Errorf("mongopool: the reply's %s: %w", field, err)
-	}
-	if ns, ok := doc.Lookup("ns").StringValueOK(); ok {
-		if _, coll, found := strings.Cut(ns, "."); found {
-			cur.coll = coll
+	if cur.coll == "" {
+		if ns, ok := doc.Lookup("ns").StringValueOK(); ok {
+			if _, coll, found := strings.Cut(ns, "."); found {
+				cur.coll = coll
+			}
+		}
+		if id != 0 && cur.coll == "" {
+			return fmt.Errorf("mongopool: the reply's cursor %d has no namespace: %s", id, truncate(reply))
 		}
 	}
-	if id != 0 && cur.coll == "" {
-		return fmt.Errorf("mongopool: the reply's cursor %d has no namespace: %s", id, truncate(reply))
-	}
-	cur.id, cur.batch, cur.pos = id, batch, 0
+	cur.id, cur.batch = id, arr[4:len(arr)-1] // the elements, between the length and the final 0
 	return nil
 }
 
@@ -160,14 +164,19 @@ func (cur *Cursor) Next(ctx context.Context) bool {
 			cur.err = ErrCursorClosed
 			return false
 		}
-		if cur.pos < len(cur.batch) {
-			d, ok := cur.batch[cur.pos].DocumentOK()
-			cur.pos++
+		if len(cur.batch) > 0 {
+			e, rest, ok := bsoncore.ReadElement(cur.batch)
+			if !ok {
+				cur.err = errors.New("mongopool: a cursor's batch is malformed")
+				return false
+			}
+			cur.batch = rest
+			d, ok := e.Value().DocumentOK()
 			if !ok {
 				cur.err = errors.New("mongopool: a cursor's batch holds a value that is not a document")
 				return false
 			}
-			cur.cur = d
+			cur.cur = bson.Raw(d)
 			return true
 		}
 		if cur.id == 0 {
@@ -186,13 +195,18 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	cmd := bson.D{{Key: "getMore", Value: cur.id}, {Key: "collection", Value: cur.coll}}
+	idx, cmd := bsoncore.AppendDocumentStart(cur.cmd[:0])
+	cmd = bsoncore.AppendInt64Element(cmd, "getMore", cur.id)
+	cmd = bsoncore.AppendStringElement(cmd, "collection", cur.coll)
 	if cur.batchSize > 0 {
-		cmd = append(cmd, bson.E{Key: "batchSize", Value: cur.batchSize})
+		cmd = bsoncore.AppendInt32Element(cmd, "batchSize", cur.batchSize)
 	}
 	if cur.maxAwait > 0 {
-		cmd = append(cmd, bson.E{Key: "maxTimeMS", Value: max(1, cur.maxAwait.Milliseconds())})
+		cmd = bsoncore.AppendInt64Element(cmd, "maxTimeMS", max(1, cur.maxAwait.Milliseconds()))
 	}
+	cmd = bsoncore.AppendStringElement(cmd, "$db", cur.db)
+	cmd, _ = bsoncore.AppendDocumentEnd(cmd, idx)
+	cur.cmd = cmd
 	reply, err := cur.runLocked(ctx, cmd)
 	if err != nil {
 		return err
@@ -206,22 +220,19 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	return nil
 }
 
-// runLocked runs cmd on the cursor's server (its connection, if pinned),
-// once: a getMore or a killCursors is never retried.
-func (cur *Cursor) runLocked(ctx context.Context, cmd bson.D) (bson.Raw, error) {
+// runLocked runs cmd (with its $db) on the cursor's server (its connection,
+// if pinned), once: a getMore or a killCursors is never retried.
+func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	if cur.conn != nil {
 		return cur.conn.RunCommand(ctx, cur.db, cmd)
 	}
-	raw, err := withDB(cmd, cur.db)
-	if err != nil {
-		return nil, err
-	}
 	c := cur.c
-	o := &operation{kind: opCommand, cmd: raw, readPref: cur.readPref, hasReadPref: true, at: cur.address}
+	sel := cur.op.sel
+	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: sel}
 	if c.commands != nil || c.logs {
-		o.id = c.opIDs.Add(1)
+		cur.op.id = c.opIDs.Add(1)
 	}
-	return c.execute(ctx, o)
+	return c.execute(ctx, &cur.op)
 }
 
 // Current returns the document Next moved to; nil before the first Next and
@@ -266,12 +277,14 @@ func (cur *Cursor) Close(ctx context.Context) error {
 	cur.closed = true
 	var err error
 	if cur.id != 0 {
-		kill := bson.D{{Key: "killCursors", Value: cur.coll}, {Key: "cursors", Value: bson.A{cur.id}}}
-		_, err = cur.runLocked(ctx, kill)
+		var kill bson.Raw
+		if kill, err = withDB(bson.D{{Key: "killCursors", Value: cur.coll}, {Key: "cursors", Value: bson.A{cur.id}}}, cur.db); err == nil {
+			_, err = cur.runLocked(ctx, kill)
+		}
 		cur.id = 0
 	}
 	cur.releaseLocked()
-	cur.batch, cur.cur = nil, nil
+	cur.batch, cur.cur, cur.cmd = nil, nil, nil
 	return err
 }
 

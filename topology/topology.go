@@ -162,6 +162,10 @@ type Topology struct {
 	minHeartbeat time.Duration
 
 	published atomic.Pointer[snapshot] // what selection sees
+	// candidates are buffers for the selectors' results (see
+	// SelectServer): a selector is a function value, so a buffer on
+	// SelectServer's stack would be moved to the heap at every call.
+	candidates sync.Pool // of *candidateBuf
 	// events are the events and log records on their way to the handler
 	// and the logger.
 	events deliver.Queue[delivery]
@@ -830,7 +834,11 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 	logs := t.selectionLog(ctx, start, op)
 	var timer *time.Timer
 	var recheck *time.Ticker
-	var buf [4]ServerDescription
+	buf, _ := t.candidates.Get().(*candidateBuf)
+	if buf == nil {
+		buf = new(candidateBuf)
+	}
+	defer t.putCandidates(buf)
 	for {
 		snap := t.published.Load()
 		logs.started(snap.desc)
@@ -870,6 +878,18 @@ func (t *Topology) SelectServer(ctx context.Context, sel Selector, op ...Operati
 			return nil, logs.failed(e.Description, e)
 		}
 	}
+}
+
+// candidateBuf holds the candidates of most selections: a deployment's
+// suitable servers are seldom more (a selector that returns more grows its
+// own slice).
+type candidateBuf [4]ServerDescription
+
+// putCandidates clears buf, so that it keeps no description alive, and
+// keeps it for another selection.
+func (t *Topology) putCandidates(buf *candidateBuf) {
+	clear(buf[:])
+	t.candidates.Put(buf)
 }
 
 // unusable returns why selection cannot succeed, if it cannot: the topology
