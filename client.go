@@ -348,6 +348,12 @@ type operation struct {
 	// plainWrite is a Write that cannot be a retryable write (see
 	// retryableWriteCommand): it gets no txnNumber and is sent once.
 	plainWrite bool
+	// noSession: the command gets no implicit session (an unacknowledged
+	// write, endSessions, a command with its own lsid). dirty: a network
+	// error met the session, which the pool then lets go (the sessions
+	// specification). keepSession: a cursor keeps the session past the
+	// operation.
+	noSession, dirty, keepSession bool
 	// sel, if set, selects the server instead of the read preference (a
 	// cursor's getMore: see serverAt); servedBy is the server it ran on.
 	sel      topology.Selector
@@ -406,7 +412,7 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 	if err != nil {
 		return nil, err
 	}
-	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw)}
+	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw), noSession: unacknowledged(raw)}
 	if c.commands != nil || c.logs {
 		o.id = c.opIDs.Add(1)
 	}
@@ -548,7 +554,7 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 			err = wce
 		}
 	}
-	if err != nil && o.kind == opWrite && o.session != nil && conn.Description().MaxWireVersion < 9 {
+	if err != nil && o.kind == opWrite && o.txn != 0 && conn.Description().MaxWireVersion < 9 {
 		labelPre44(err, conn.Description().IsMongos())
 	}
 	switch err.(type) {
@@ -556,7 +562,10 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		return nil, false, err
 	}
 	broken = conn.Err() != nil
-	if broken && o.session != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	if broken && o.session != nil {
+		o.dirty = true
+	}
+	if broken && o.txn != 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		err = labelled(err, labelRetryableWrite) // a retryable write's network error
 	}
 	return reply, broken, err
@@ -572,19 +581,25 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
 		fields = append(fields, field{"$readPreference", docValue(rp)})
 	}
-	if timeout, ok := supportsRetryableWrites(desc, sd); o.kind == opWrite && c.retryWrites && ok && !o.plainWrite {
-		if o.session == nil {
-			if _, err := o.cmd.LookupErr("lsid"); err == nil {
-				// The caller runs its own session: not ours to retry.
+	if timeout, ok := supportsSessions(desc, sd); ok && o.session == nil && !o.noSession {
+		if _, err := o.cmd.LookupErr("lsid"); err == nil {
+			// The caller runs its own session: not ours to retry.
+			o.noSession = true
+			if o.kind == opWrite {
 				o.kind = opCommand
-			} else {
-				o.session = c.sessions.get(timeout, time.Now())
+			}
+		} else {
+			o.session = c.sessions.get(timeout, time.Now())
+		}
+	}
+	if o.session != nil {
+		fields = append(fields, field{"lsid", docValue(lsidDoc(o.session.id))})
+		if o.kind == opWrite && c.retryWrites && !o.plainWrite && sd.Type != topology.Standalone {
+			if o.txn == 0 {
 				o.session.txn++
 				o.txn = o.session.txn
 			}
-		}
-		if o.session != nil {
-			fields = append(fields, field{"lsid", docValue(lsidDoc(o.session.id))}, field{"txnNumber", int64Value(o.txn)})
+			fields = append(fields, field{"txnNumber", int64Value(o.txn)})
 		}
 	}
 	if c.timeout > 0 {
@@ -606,19 +621,21 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 // balancer: MongoDB's default logicalSessionTimeoutMinutes.
 const defaultSessionTimeout = 30 * time.Minute
 
-// supportsRetryableWrites reports whether a write on sd can be retryable:
-// the deployment has sessions (the topology's logicalSessionTimeoutMinutes,
-// kept while a server is Unknown for a moment) and sd is not a standalone.
-// It reads the topology's Description after selection, where sd may already
-// be Unknown: the write is still sent as a retryable one, so that a "not
-// writable primary" reply can be retried.
-func supportsRetryableWrites(d topology.Description, sd topology.ServerDescription) (time.Duration, bool) {
+// supportsSessions reports whether commands on sd can carry a session, and
+// the server's session timeout: the deployment has sessions (the
+// topology's logicalSessionTimeoutMinutes, kept while a server is Unknown
+// for a moment), and sd, if a server connected to directly, is known. It
+// reads the topology's Description after selection, where sd may already be
+// Unknown.
+func supportsSessions(d topology.Description, sd topology.ServerDescription) (time.Duration, bool) {
 	if d.Type == topology.LoadBalanced {
 		// The load balancer is never checked: the servers behind it
 		// have sessions, as the load balancer specification assumes.
 		return defaultSessionTimeout, true
 	}
-	if d.LogicalSessionTimeoutMinutes == nil || sd.Type == topology.Standalone || d.Type == topology.Single && sd.Type == topology.ServerUnknown {
+	if d.LogicalSessionTimeoutMinutes == nil || d.Type == topology.Single && sd.Type == topology.ServerUnknown {
+		// (A replica set member or a mongos selected a moment ago keeps
+		// its session while marked Unknown: a write's retry needs it.)
 		return 0, false
 	}
 	return time.Duration(*d.LogicalSessionTimeoutMinutes) * time.Minute, true
@@ -660,11 +677,18 @@ func (c *Client) observe(s *topology.Server, pc *pool.Conn, conn *connection.Con
 	s.OperationFailed(pc.Generation(), svc, conn.Err() != nil, err)
 }
 
-// endSession gives a retryable write's session back.
+// endSession gives the operation's session back to the pool, unless a
+// cursor keeps it; the pool lets a dirty one go.
 func (c *Client) endSession(o *operation) {
-	if o.session != nil {
+	if o.session == nil || o.keepSession {
+		return
+	}
+	if o.dirty {
+		c.sessions.discard(o.session)
+	} else {
 		c.sessions.put(o.session, time.Now())
 	}
+	o.session = nil
 }
 
 // Do selects a server (the primary, unless WithReadPreference says
@@ -744,7 +768,7 @@ func (c *Client) endSessions(ids [][16]byte) {
 	for i, id := range ids {
 		arr[i] = lsidDoc(id)
 	}
-	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimaryPreferred}}
+	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimaryPreferred}, noSession: true}
 	raw, err := withDB(bson.D{{Key: "endSessions", Value: arr}}, "admin")
 	if err != nil {
 		return

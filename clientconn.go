@@ -75,6 +75,13 @@ func (cn *Conn) RunCommand(ctx context.Context, db string, cmd any) (bson.Raw, e
 	if err != nil {
 		return nil, err
 	}
+	o := &operation{kind: opCommand, cmd: raw, readPref: cn.rp, hasReadPref: true}
+	defer cn.c.endSession(o)
+	return cn.run(ctx, o)
+}
+
+// run runs o over the connection, once.
+func (cn *Conn) run(ctx context.Context, o *operation) (bson.Raw, error) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
 	if cn.closed {
@@ -84,7 +91,6 @@ func (cn *Conn) RunCommand(ctx context.Context, db string, cmd any) (bson.Raw, e
 		return nil, err // broken by an earlier error, or interrupted by a clear
 	}
 	c := cn.c
-	o := &operation{kind: opCommand, cmd: raw, readPref: cn.rp, hasReadPref: true}
 	if c.commands != nil || c.logs {
 		o.id = c.opIDs.Add(1)
 	}
@@ -105,6 +111,9 @@ func (cn *Conn) RunCommand(ctx context.Context, db string, cmd any) (bson.Raw, e
 	if err != nil {
 		if ie := cn.pc.Err(); ie != nil {
 			err = ie // interrupted by a clear: see attempt
+		}
+		if cn.cn.Err() != nil && o.session != nil {
+			o.dirty = true
 		}
 	}
 	if c.commands != nil {

@@ -51,6 +51,10 @@ type Cursor struct {
 	batch []byte // the elements of the batch's array, those not handed out yet
 	cur   bson.Raw
 	err   error
+	// session is the implicit session of the command that made the
+	// cursor, given back at its end (let go if dirty).
+	session *serverSession
+	dirty   bool
 	// op and cmd are the getMore's, kept for the next one: a getMore
 	// allocates nothing but its reply.
 	op     operation
@@ -85,7 +89,8 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 			return nil, err
 		}
 		cur.address = cur.conn.Address()
-		reply, err = cur.conn.RunCommand(ctx, db, raw)
+		o.kind = opCommand // once, on the connection kept
+		reply, err = cur.conn.run(ctx, o)
 	} else {
 		reply, err = c.execute(ctx, o)
 		cur.address = o.servedBy
@@ -94,6 +99,13 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 	if err == nil {
 		err = cur.take(reply, "firstBatch")
 	}
+	if err == nil && cur.id != 0 {
+		// The cursor's getMores and killCursors carry the find's
+		// session: the cursor keeps it until its end.
+		cur.session, cur.dirty = o.session, o.dirty
+		o.session = nil
+	}
+	c.endSession(o)
 	if err != nil {
 		cur.release()
 		return nil, err
@@ -223,16 +235,24 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 // runLocked runs cmd (with its $db) on the cursor's server (its connection,
 // if pinned), once: a getMore or a killCursors is never retried.
 func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
-	if cur.conn != nil {
-		return cur.conn.RunCommand(ctx, cur.db, cmd)
-	}
 	c := cur.c
 	sel := cur.op.sel
-	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: sel}
-	if c.commands != nil || c.logs {
-		cur.op.id = c.opIDs.Add(1)
+	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: sel,
+		session: cur.session, noSession: cur.session == nil, keepSession: true}
+	var reply bson.Raw
+	var err error
+	if cur.conn != nil {
+		reply, err = cur.conn.run(ctx, &cur.op)
+	} else {
+		if c.commands != nil || c.logs {
+			cur.op.id = c.opIDs.Add(1)
+		}
+		reply, err = c.execute(ctx, &cur.op)
 	}
-	return c.execute(ctx, &cur.op)
+	if cur.op.dirty {
+		cur.dirty = true
+	}
+	return reply, err
 }
 
 // Current returns the document Next moved to; nil before the first Next and
@@ -294,10 +314,15 @@ func (cur *Cursor) release() {
 	cur.releaseLocked()
 }
 
-// releaseLocked gives the pinned connection back, if the cursor has one.
+// releaseLocked gives the pinned connection and the session back, if the
+// cursor has them.
 func (cur *Cursor) releaseLocked() {
 	if cur.conn != nil {
 		cur.conn.Close()
 		cur.conn = nil
+	}
+	if cur.session != nil {
+		cur.c.endSession(&operation{session: cur.session, dirty: cur.dirty})
+		cur.session = nil
 	}
 }

@@ -180,11 +180,13 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 	if err := p.Flush(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Open's ping and ours each check the one connection out and in; Close
+	// Open's ping, ours and Close's endSessions (which ends the pings'
+	// implicit session) each check the one connection out and in; Close
 	// closes it and the pool.
 	want := []pool.EventType{
 		pool.PoolCreated, pool.PoolReady,
 		pool.ConnectionCheckOutStarted, pool.ConnectionCreated, pool.ConnectionReady, pool.ConnectionCheckedOut, pool.ConnectionCheckedIn,
+		pool.ConnectionCheckOutStarted, pool.ConnectionCheckedOut, pool.ConnectionCheckedIn,
 		pool.ConnectionCheckOutStarted, pool.ConnectionCheckedOut, pool.ConnectionCheckedIn,
 		pool.ConnectionClosed, pool.PoolClosed,
 	}
@@ -218,6 +220,7 @@ func TestProseCMAP4SubscribeToEvents(t *testing.T) {
 	wantMsgs := []string{
 		"Connection pool created", "Connection pool ready",
 		"Connection checkout started", "Connection created", "Connection ready", "Connection checked out", "Connection checked in",
+		"Connection checkout started", "Connection checked out", "Connection checked in",
 		"Connection checkout started", "Connection checked out", "Connection checked in",
 		"Connection closed", "Connection pool closed",
 	}

@@ -83,7 +83,7 @@ func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overlo
 		if errors.Is(err, pool.ErrPoolCleared) {
 			return true, false // nothing was sent
 		}
-		if o.session == nil {
+		if o.txn == 0 {
 			// Not a retryable write (a standalone): sent again, it
 			// could be applied twice.
 			return false, false
@@ -145,7 +145,7 @@ func retryableWriteCommand(cmd bson.Raw) bool {
 	if err != nil {
 		return false
 	}
-	if w, ok := cmd.Lookup("writeConcern", "w").AsInt64OK(); ok && w == 0 {
+	if unacknowledged(cmd) {
 		return false
 	}
 	switch first.Key() {
@@ -211,6 +211,13 @@ func (e *labelledError) Unwrap() error { return e.err }
 // HasErrorLabel reports whether the error has label, its own or its cause's.
 func (e *labelledError) HasErrorLabel(label string) bool {
 	return label == e.label || pool.HasErrorLabel(e.err, label)
+}
+
+// unacknowledged reports whether cmd has the write concern {w: 0}: such a
+// write gets no session (the sessions specification).
+func unacknowledged(cmd bson.Raw) bool {
+	w, ok := cmd.Lookup("writeConcern", "w").AsInt64OK()
+	return ok && w == 0
 }
 
 // retryableWriteCodes are the codes after which the retryable writes

@@ -10,15 +10,15 @@ import (
 )
 
 // serverSession is a logical session of the server's, as the client keeps it
-// for retryable writes: its id (lsid), the number of its last transaction,
-// and when it was last used.
+// for the implicit sessions of its commands: its id (lsid), the number of
+// its last transaction (retryable writes), and when it was last used.
 type serverSession struct {
 	id       [16]byte // a UUID, sent as binary subtype 4
 	txn      int64
 	lastUsed time.Time
 }
 
-// sessionPool keeps the server sessions the client's writes use, most
+// sessionPool keeps the server sessions the client's commands use, most
 // recently used first, as the sessions specification's server session pool:
 // a session serves one operation at a time, and one that the server may have
 // expired (unused for logicalSessionTimeoutMinutes less a minute) is dropped.
@@ -56,6 +56,15 @@ func (sp *sessionPool) put(s *serverSession, now time.Time) {
 	s.lastUsed = now
 	sp.mu.Lock()
 	sp.sessions = append(sp.sessions, s)
+	sp.mu.Unlock()
+}
+
+// discard lets a dirty session go: a network error met it, so the server
+// may hold it in a state the client does not know (the sessions
+// specification). It is ended at Close with the others.
+func (sp *sessionPool) discard(s *serverSession) {
+	sp.mu.Lock()
+	sp.endLocked(s)
 	sp.mu.Unlock()
 }
 

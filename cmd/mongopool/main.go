@@ -448,6 +448,9 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	dropErr := w.admin(cleanupCtx, db, bson.D{{Key: "dropDatabase", Value: 1}})
 	cancelCleanup()
 
+	// Close ends the sessions of the ping and the job's own commands
+	// (endSessions): a check-out of its own, counted apart.
+	beforeClose := p.Stats()
 	closeErr := mp.Close()
 	// The closing events (PoolClosed last) reach the handlers after Close:
 	// the summary counts them all.
@@ -460,6 +463,8 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	if sc == nil || sc.name != scenarioStorm {
 		s.openCheckOuts = openCheckOuts
 	}
+	s.closeCheckedOut = s.stats.CheckedOut - beforeClose.CheckedOut
+	s.closeCheckOutFailed = s.stats.CheckOutFailed - beforeClose.CheckOutFailed
 	s.loadBalanced = isTrue(cs.LoadBalanced)
 	s.crossCheck()
 	if sc != nil {

@@ -21,11 +21,16 @@ type summary struct {
 	// openCheckOuts is the number of check-outs before the workload's:
 	// the first ping (none for a storm, which does not ping).
 	openCheckOuts int64
-	loadBalanced  bool     // the pool's, of a load balancer
-	scenario      []string // the scenario's lines
-	took          string   // the line on how long the run lasted
-	problems      []string // figures that should agree and do not
-	failures      []string // what failed, one phrase each, for the line at the end
+	// closeCheckedOut and closeCheckOutFailed count the check-outs of
+	// Close: its endSessions, which ends the sessions of the ping and the
+	// job's own commands (none when the server has no sessions), at most
+	// one.
+	closeCheckedOut, closeCheckOutFailed int64
+	loadBalanced                         bool     // the pool's, of a load balancer
+	scenario                             []string // the scenario's lines
+	took                                 string   // the line on how long the run lasted
+	problems                             []string // figures that should agree and do not
+	failures                             []string // what failed, one phrase each, for the line at the end
 }
 
 // openCheckOuts is the number of check-outs connect makes: the ping that
@@ -171,8 +176,8 @@ func (s *summary) print(out *console) {
 		lines = append(lines, fmt.Sprintf("             and %d attempts never reached the pool; the last: %s", all.noServer, briefError(all.lastSelectionErr)))
 	}
 	lines = append(lines,
-		fmt.Sprintf("             %d succeeded; %d by the workload, %d by the first ping, %d by the job's own commands (dropDatabase, a fail point)",
-			st.CheckedOut, r.gotConn, s.openCheckOuts, a.gotConn),
+		fmt.Sprintf("             %d succeeded; %d by the workload, %d by the first ping, %d by the job's own commands (dropDatabase, a fail point), %d by the closing (endSessions)",
+			st.CheckedOut, r.gotConn, s.openCheckOuts, a.gotConn, s.closeCheckedOut),
 		fmt.Sprintf("connections  created %d, closed %d: %d stale, %d idle, %d error, %d poolClosed; %d establishments failed",
 			st.Created, st.Closed, st.ClosedStale, st.ClosedIdle, st.ClosedError, st.ClosedPoolClosed, st.EstablishFailed),
 		"latency      (measured by the workload, successful calls only)",
@@ -249,8 +254,9 @@ func (s *summary) crossCheck() {
 		{"attempts vs succeeded + failed attempts by kind", r.attempts, r.ok() + r.attemptKindsTotal()},
 		{"the job's own commands: started vs succeeded + failed", a.started, a.ok() + a.failed},
 		{"the job's own commands: failed vs their count by kind", a.failed, a.kindsTotal()},
-		{"Stats.CheckedOut vs attempts that got a connection", st.CheckedOut, s.openCheckOuts + r.gotConn + a.gotConn},
-		{"Stats.CheckOutFailed vs failed check-outs seen", st.CheckOutFailed, r.noConn + a.noConn},
+		{"Stats.CheckedOut vs attempts that got a connection", st.CheckedOut, s.openCheckOuts + r.gotConn + a.gotConn + s.closeCheckedOut},
+		{"check-outs of Close (its endSessions) beyond one", max(0, s.closeCheckedOut+s.closeCheckOutFailed-1), 0},
+		{"Stats.CheckOutFailed vs failed check-outs seen", st.CheckOutFailed, r.noConn + a.noConn + s.closeCheckOutFailed},
 		{"failed check-outs seen vs their count by kind", r.noConn + a.noConn, r.checkOutKindsTotal() + a.checkOutKindsTotal()},
 		{"Stats.Timeouts vs WaitQueueTimeoutErrors seen", st.Timeouts, r.waitTimeouts + a.waitTimeouts},
 		{"Stats.CheckedIn vs Stats.CheckedOut", st.CheckedIn, st.CheckedOut},

@@ -2,7 +2,6 @@ package unified
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -62,12 +61,8 @@ const (
 )
 
 // client is a client entity: a mongopool.Client, with what a driver's client
-// adds that the tests can see and the Client leaves to its user. Commands
-// carry an implicit session (an lsid from the entity's pool of server
-// sessions) when the deployment supports sessions, but for the retryable
-// writes to which the Client gives sessions of its own; close ends the
-// pooled sessions with endSessions before closing the Client, as the driver
-// sessions specification has a client do.
+// adds that the tests can see and the Client leaves to its user. The Client
+// gives commands their implicit sessions and ends them at its Close.
 type client struct {
 	id string
 	cl *mongopool.Client
@@ -76,11 +71,8 @@ type client struct {
 	logs   *capture
 	events *eventLog
 	lists  []*eventList
-	// sessions is true when commands carry an implicit session;
-	// clientSessions when the Client gives writes sessions of their own,
-	// as retryable writes.
-	sessions       bool
-	clientSessions bool
+	// sessions is true when the deployment supports sessions.
+	sessions bool
 	// pinCursors is true in a load-balanced deployment: a cursor keeps its
 	// connection until it is exhausted or closed.
 	pinCursors bool
@@ -93,7 +85,6 @@ type client struct {
 	observeSensitive bool
 
 	mu      sync.Mutex
-	idle    [][]byte // server session ids, most recently used last
 	closed  bool
 	cursors []*cursor // open cursors, closed with the client
 	// topo is the topology's Description as the last
@@ -139,7 +130,7 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 	if o.err != nil {
 		return nil, o.err
 	}
-	q, retryWrites, skips, err := clientOptions(uriOpts)
+	q, skips, err := clientOptions(uriOpts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -150,10 +141,6 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 		// otherwise race (a heartbeat due when waitForEvent gives up).
 		q = append(q, "heartbeatFrequencyMS=500")
 	}
-	// The Client makes the writes on a replica set retryable writes, with
-	// a session of its own; not on a standalone, and not (yet) behind a
-	// load balancer, whose server description has no session timeout.
-	c.clientSessions = retryWrites && dep.topology == "replicaset"
 	var opts []mongopool.ClientOption
 	var poolOpts []pool.Option
 	if hasObserve {
@@ -215,16 +202,15 @@ func (c *client) observesCommands() bool {
 }
 
 // clientOptions returns uriOptions as a connection string's key=value
-// options, whether retryWrites is on, and the reasons to skip the test for
-// options the client does not apply.
-func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string, err error) {
-	retryWrites = true
+// options, and the reasons to skip the test for options the client does not
+// apply.
+func clientOptions(opts bson.Raw) (q []string, skips []string, err error) {
 	if opts == nil {
-		return nil, true, nil, nil
+		return nil, nil, nil
 	}
 	elems, err := opts.Elements()
 	if err != nil {
-		return nil, false, nil, fmt.Errorf("uriOptions: %w", err)
+		return nil, nil, fmt.Errorf("uriOptions: %w", err)
 	}
 	for _, e := range elems {
 		k, v := e.Key(), e.Value()
@@ -233,10 +219,10 @@ func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string,
 			continue
 		}
 		if !slices.Contains(clientURIOptions, strings.ToLower(k)) {
-			return nil, false, nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
+			return nil, nil, fmt.Errorf("uriOptions.%s: the runner's clients do not apply this option", k)
 		}
 		if _, _, ok := operator(v); ok {
-			return nil, false, nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
+			return nil, nil, fmt.Errorf("uriOptions.%s: %s: the runner has no value to put in its place", k, show(v))
 		}
 		if strings.EqualFold(k, "readPreferenceTags") && v.Type == bson.TypeArray {
 			// One tag set per string, each a readPreferenceTags option.
@@ -244,7 +230,7 @@ func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string,
 			for i, t := range vals {
 				s, ok := t.StringValueOK()
 				if !ok {
-					return nil, false, nil, fmt.Errorf("uriOptions.%s[%d]: want a string, got %s", k, i, show(t))
+					return nil, nil, fmt.Errorf("uriOptions.%s[%d]: want a string, got %s", k, i, show(t))
 				}
 				q = append(q, escape(k)+"="+escapeTags(s))
 			}
@@ -252,20 +238,16 @@ func clientOptions(opts bson.Raw) (q []string, retryWrites bool, skips []string,
 		}
 		s, err := uriValue(v)
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("uriOptions.%s: %w", k, err)
+			return nil, nil, fmt.Errorf("uriOptions.%s: %w", k, err)
 		}
 		if strings.EqualFold(k, "retryWrites") || strings.EqualFold(k, "retryReads") {
-			on, err := strconv.ParseBool(s)
-			if err != nil {
-				return nil, false, nil, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
-			}
-			if strings.EqualFold(k, "retryWrites") {
-				retryWrites = on
+			if _, err := strconv.ParseBool(s); err != nil {
+				return nil, nil, fmt.Errorf("uriOptions.%s: %s is not a boolean", k, show(v))
 			}
 		}
 		q = append(q, escape(k)+"="+s)
 	}
-	return q, retryWrites, skips, nil
+	return q, skips, nil
 }
 
 // hasOption reports whether uriOptions sets the option name (whose case the
@@ -340,18 +322,10 @@ func escape(s string) string {
 
 var errClientClosed = errors.New("the client entity is closed")
 
-// run runs cmd on db as k says, with an implicit session when the
-// deployment supports sessions and the Client does not give the command one
-// of its own.
+// run runs cmd on db as k says; the Client gives it an implicit session
+// when the deployment supports sessions.
 func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
-	var id []byte
-	if c.sessions && !(k == opWrite && c.clientSessions) {
-		var err error
-		if id, err = c.acquire(); err != nil {
-			return nil, err
-		}
-		cmd = append(cmd, bson.E{Key: "lsid", Value: lsid(id)})
-	} else if c.isClosed() {
+	if c.isClosed() {
 		return nil, errClientClosed
 	}
 	var reply bson.Raw
@@ -369,9 +343,6 @@ func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts 
 	default:
 		reply, err = c.cl.RunCommand(ctx, db, cmd, opts...)
 	}
-	if id != nil {
-		c.release(id, err)
-	}
 	return reply, err
 }
 
@@ -381,44 +352,8 @@ func (c *client) isClosed() bool {
 	return c.closed
 }
 
-// acquire takes the most recently used server session, or makes a new one.
-func (c *client) acquire() ([]byte, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, errClientClosed
-	}
-	if n := len(c.idle); n > 0 {
-		id := c.idle[n-1]
-		c.idle = c.idle[:n-1]
-		return id, nil
-	}
-	id := make([]byte, 16) // a version 4 UUID
-	rand.Read(id)
-	id[6] = id[6]&0x0f | 0x40
-	id[8] = id[8]&0x3f | 0x80
-	return id, nil
-}
-
-// release returns a session to the pool, unless a network error made it
-// dirty: the server may not have seen the end of its use.
-func (c *client) release(id []byte, err error) {
-	if err != nil && isNetworkError(err) {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		c.idle = append(c.idle, id)
-	}
-}
-
-func lsid(id []byte) bson.D {
-	return bson.D{{Key: "id", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: id}}}
-}
-
-// close closes the open cursors, ends the pooled sessions, as a driver's
-// client does, then closes the Client. Closing twice does nothing.
+// close closes the open cursors, then the Client, which ends its pooled
+// sessions. Closing twice does nothing.
 func (c *client) close(ctx context.Context) {
 	c.mu.Lock()
 	if c.closed {
@@ -433,17 +368,7 @@ func (c *client) close(ctx context.Context) {
 	}
 	c.mu.Lock()
 	c.closed = true
-	idle := c.idle
-	c.idle = nil
 	c.mu.Unlock()
-	if len(idle) > 0 {
-		ids := bson.A{}
-		for _, id := range idle {
-			ids = append(ids, lsid(id))
-		}
-		// A driver ignores the outcome: the server forgets sessions anyway.
-		c.cl.RunCommand(ctx, "admin", bson.D{{Key: "endSessions", Value: ids}})
-	}
 	c.cl.Close()
 }
 

@@ -181,8 +181,8 @@ func (c *client) pinConnection(ctx context.Context, opts []mongopool.CommandOpti
 	return &pinned{conn: conn, err: err}
 }
 
-// run runs cmd on db over the pinned connection, with the implicit session
-// the client's commands carry.
+// run runs cmd on db over the pinned connection (the Client gives it an
+// implicit session).
 func (p *pinned) run(ctx context.Context, c *client, db string, cmd bson.D) (bson.Raw, error) {
 	if p.conn == nil {
 		if p.err == nil {
@@ -190,21 +190,10 @@ func (p *pinned) run(ctx context.Context, c *client, db string, cmd bson.D) (bso
 		}
 		return nil, fmt.Errorf("the cursor's connection: %w", p.err)
 	}
-	var id []byte
-	if c.sessions {
-		var err error
-		if id, err = c.acquire(); err != nil {
-			return nil, err
-		}
-		cmd = append(cmd, bson.E{Key: "lsid", Value: lsid(id)})
-	}
 	reply, err := p.conn.RunCommand(ctx, db, cmd)
 	if err != nil {
 		p.release()
 		p.err = err
-	}
-	if id != nil {
-		c.release(id, err)
 	}
 	return reply, err
 }

@@ -175,28 +175,25 @@ func TestSchemaVersion(t *testing.T) {
 
 func TestClientOptions(t *testing.T) {
 	opts := func(s string) bson.Raw { return ej(t, s).Document() }
-	q, retryWrites, skips, err := clientOptions(opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000,
+	q, skips, err := clientOptions(opts(`{"retryReads": false, "appname": "my app", "heartbeatFrequencyMS": 10000,
 		"authMechanismProperties": {"A": "b:c"}, "readPreferenceTags": ["dc:ny,rack:1", ""]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "retryReads=false&appname=my%20app&heartbeatFrequencyMS=10000&authMechanismProperties=A:b%3Ac&readPreferenceTags=dc:ny,rack:1&readPreferenceTags=:"
-	if got := strings.Join(q, "&"); got != want || !retryWrites || skips != nil {
-		t.Fatalf("clientOptions = %q, retryWrites %v, %v; want %q, true, no skip", got, retryWrites, skips, want)
+	if got := strings.Join(q, "&"); got != want || skips != nil {
+		t.Fatalf("clientOptions = %q, %v; want %q, no skip", got, skips, want)
 	}
-	if _, retryWrites, _, _ := clientOptions(nil); !retryWrites {
-		t.Fatal("retryWrites is on by default")
+	if _, _, err := clientOptions(opts(`{"retryWrites": "sometimes"}`)); err == nil {
+		t.Fatal("retryWrites=sometimes accepted")
 	}
-	if _, retryWrites, _, _ := clientOptions(opts(`{"retryWrites": false}`)); retryWrites {
-		t.Fatal("retryWrites=false is not applied")
-	}
-	q, _, skips, err = clientOptions(opts(`{"waitQueueSize": 10, "maxPoolSize": 1, "WAITQUEUEMULTIPLE": 2, "w": "majority"}`))
+	q, skips, err = clientOptions(opts(`{"waitQueueSize": 10, "maxPoolSize": 1, "WAITQUEUEMULTIPLE": 2, "w": "majority"}`))
 	if err != nil || strings.Join(q, "&") != "maxPoolSize=1" || len(skips) != 3 ||
 		!strings.Contains(skips[0], "uriOptions.waitQueueSize") || !strings.Contains(skips[1], "uriOptions.WAITQUEUEMULTIPLE") ||
 		!strings.Contains(skips[2], "write concern") {
 		t.Fatalf("clientOptions with options to skip = %q, %q, %v", q, skips, err)
 	}
-	q, _, skips, err = clientOptions(opts(`{"serverMonitoringMode": "stream", "serverSelectionTimeoutMS": 10, "directConnection": true, "replicaSet": "rs"}`))
+	q, skips, err = clientOptions(opts(`{"serverMonitoringMode": "stream", "serverSelectionTimeoutMS": 10, "directConnection": true, "replicaSet": "rs"}`))
 	if err != nil || strings.Join(q, "&") != "serverMonitoringMode=stream&serverSelectionTimeoutMS=10&directConnection=true&replicaSet=rs" || skips != nil {
 		t.Fatalf("the options of the topology: %q, %q, %v", q, skips, err)
 	}
@@ -209,7 +206,7 @@ func TestClientOptions(t *testing.T) {
 		`{"authMechanismProperties": {"A": {"b": 1}}}`: "not a value",
 		`{"readPreferenceTags": [1]}`:                  "want a string",
 	} {
-		if _, _, _, err := clientOptions(opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
+		if _, _, err := clientOptions(opts(in)); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("clientOptions(%s): %v, want an error with %q", in, err, msg)
 		}
 	}

@@ -271,6 +271,7 @@ var pingAndClose = []string{
 	`{"poolCreatedEvent": {}}`, `{"poolReadyEvent": {}}`,
 	`{"connectionCheckOutStartedEvent": {}}`, `{"connectionCreatedEvent": {}}`, `{"connectionReadyEvent": {}}`,
 	`{"connectionCheckedOutEvent": {}}`, `{"connectionCheckedInEvent": {}}`,
+	// Close's endSessions, which ends the implicit session of the ping.
 	`{"connectionCheckOutStartedEvent": {}}`, `{"connectionCheckedOutEvent": {}}`, `{"connectionCheckedInEvent": {}}`,
 	`{"connectionClosedEvent": {"reason": "poolClosed"}}`, `{"poolClosedEvent": {}}`,
 }
