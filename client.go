@@ -354,6 +354,9 @@ type operation struct {
 	// specification). keepSession: a cursor keeps the session past the
 	// operation.
 	noSession, dirty, keepSession bool
+	// sessionInCmd: cmd already has the session's lsid (a cursor's
+	// getMore, which builds its command itself).
+	sessionInCmd bool
 	// sel, if set, selects the server instead of the read preference (a
 	// cursor's getMore: see serverAt); servedBy is the server it ran on.
 	sel      topology.Selector
@@ -592,8 +595,10 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 			o.session = c.sessions.get(timeout, time.Now())
 		}
 	}
+	if o.session != nil && !o.sessionInCmd {
+		fields = append(fields, field{"lsid", docValue(o.session.lsid)})
+	}
 	if o.session != nil {
-		fields = append(fields, field{"lsid", docValue(lsidDoc(o.session.id))})
 		if o.kind == opWrite && c.retryWrites && !o.plainWrite && sd.Type != topology.Standalone {
 			if o.txn == 0 {
 				o.session.txn++

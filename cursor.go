@@ -45,12 +45,16 @@ type Cursor struct {
 	db, coll  string
 	batchSize int32
 	maxAwait  time.Duration
+	// limit is a find's positive limit: the getMores ask for no more
+	// than the documents left.
+	limit int64
 
-	mu    sync.Mutex // protects following fields; Close may come from another goroutine
-	id    int64
-	batch []byte // the elements of the batch's array, those not handed out yet
-	cur   bson.Raw
-	err   error
+	mu       sync.Mutex // protects following fields; Close may come from another goroutine
+	id       int64
+	returned int64  // documents handed out
+	batch    []byte // the elements of the batch's array, those not handed out yet
+	cur      bson.Raw
+	err      error
 	// session is the implicit session of the command that made the
 	// cursor, given back at its end (let go if dirty).
 	session *serverSession
@@ -81,6 +85,11 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 		o.readPref = c.criteria.ReadPref
 	}
 	cur := &Cursor{c: c, readPref: o.readPref, db: db, batchSize: o.batchSize, maxAwait: o.maxAwait}
+	if commandName(raw) == "find" {
+		if n, ok := raw.Lookup("limit").AsInt64OK(); ok && n > 0 {
+			cur.limit = n
+		}
+	}
 	var reply bson.Raw
 	if c.topo.Description().Type == topology.LoadBalanced {
 		// getMore must reach the service that has the cursor: the
@@ -161,14 +170,21 @@ func (cur *Cursor) ID() int64 {
 	return cur.id
 }
 
-// Next moves to the next document, running a getMore when the batch is
-// done, and reports whether there is one: false at the end of the results,
-// or on an error (see Err). A tailable cursor's Next waits for new
-// documents until ctx ends.
-func (cur *Cursor) Next(ctx context.Context) bool {
+// Next moves to the next document, running getMores when the batch is done,
+// and reports whether there is one: false at the end of the results, or on
+// an error (see Err), which ends the cursor. A tailable cursor's Next waits
+// for new documents until ctx ends.
+func (cur *Cursor) Next(ctx context.Context) bool { return cur.next(ctx, false) }
+
+// TryNext is Next with at most one getMore: it returns false, with Err nil
+// and the cursor still open (ID not 0), when that getMore brought no
+// document, as a tailable cursor's does when nothing new came.
+func (cur *Cursor) TryNext(ctx context.Context) bool { return cur.next(ctx, true) }
+
+func (cur *Cursor) next(ctx context.Context, once bool) bool {
 	cur.mu.Lock()
 	defer cur.mu.Unlock()
-	for {
+	for tries := 0; ; tries++ {
 		if cur.err != nil {
 			return false
 		}
@@ -189,14 +205,18 @@ func (cur *Cursor) Next(ctx context.Context) bool {
 				return false
 			}
 			cur.cur = bson.Raw(d)
+			cur.returned++
 			return true
 		}
-		if cur.id == 0 {
+		if cur.id == 0 || once && tries > 0 {
 			cur.cur = nil
 			return false
 		}
 		if err := cur.getMoreLocked(ctx); err != nil {
-			cur.err = err
+			// The cursor is of no more use: its connection and session
+			// go back (the server's cursor timeout ends it).
+			cur.err, cur.id = err, 0
+			cur.releaseLocked()
 			return false
 		}
 	}
@@ -210,11 +230,18 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	idx, cmd := bsoncore.AppendDocumentStart(cur.cmd[:0])
 	cmd = bsoncore.AppendInt64Element(cmd, "getMore", cur.id)
 	cmd = bsoncore.AppendStringElement(cmd, "collection", cur.coll)
-	if cur.batchSize > 0 {
-		cmd = bsoncore.AppendInt32Element(cmd, "batchSize", cur.batchSize)
+	n := int64(cur.batchSize)
+	if left := cur.limit - cur.returned; cur.limit > 0 && (n == 0 || left < n) {
+		n = left
+	}
+	if n > 0 {
+		cmd = bsoncore.AppendInt64Element(cmd, "batchSize", n)
 	}
 	if cur.maxAwait > 0 {
 		cmd = bsoncore.AppendInt64Element(cmd, "maxTimeMS", max(1, cur.maxAwait.Milliseconds()))
+	}
+	if cur.session != nil && cur.conn == nil {
+		cmd = bsoncore.AppendDocumentElement(cmd, "lsid", cur.session.lsid)
 	}
 	cmd = bsoncore.AppendStringElement(cmd, "$db", cur.db)
 	cmd, _ = bsoncore.AppendDocumentEnd(cmd, idx)
@@ -237,8 +264,9 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 	c := cur.c
 	sel := cur.op.sel
+	_, hasLsid := cmd.Lookup("lsid").DocumentOK()
 	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: sel,
-		session: cur.session, noSession: cur.session == nil, keepSession: true}
+		session: cur.session, noSession: cur.session == nil, keepSession: true, sessionInCmd: hasLsid && cur.session != nil}
 	var reply bson.Raw
 	var err error
 	if cur.conn != nil {

@@ -197,3 +197,48 @@ func TestCursorPinsItsLoadBalancedConnection(t *testing.T) {
 		t.Errorf("%d connections in use after Close, want 0", st.InUse)
 	}
 }
+
+// A find's limit caps what the getMores ask for; TryNext runs one getMore at
+// most, and reports the end like Next.
+func TestCursorLimitAndTryNext(t *testing.T) {
+	srv := startServer(t)
+	var log commandLog
+	c := newClient(t, srv.URI(), mongopool.WithCommandEventHandler(log.handler))
+	insertN(t, c, 10)
+	ctx := ctx(t)
+	cur, err := c.Cursor(ctx, "db", bson.D{{Key: "find", Value: "c"}, {Key: "limit", Value: 5}, {Key: "batchSize", Value: 2}},
+		mongopool.WithBatchSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := cur.All(ctx)
+	if err != nil || len(docs) != 5 {
+		t.Fatalf("All of a find with limit 5: %d documents, %v", len(docs), err)
+	}
+	var sizes []int64
+	for _, e := range log.take(t, c, "getMore") {
+		if e.Type == mongopool.CommandStarted {
+			n, _ := e.Command.Lookup("batchSize").AsInt64OK()
+			sizes = append(sizes, n)
+		}
+	}
+	if len(sizes) != 2 || sizes[0] != 2 || sizes[1] != 1 {
+		t.Errorf("getMore batch sizes %v, want [2 1]: no more than the limit leaves", sizes)
+	}
+
+	cur, err = c.Cursor(ctx, "db", bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}}, mongopool.WithBatchSize(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	n := 0
+	for cur.TryNext(ctx) {
+		n++
+	}
+	if n != 10 || cur.Err() != nil || cur.ID() != 0 {
+		t.Errorf("TryNext gave %d documents, then %v with cursor %d; want 10, then the end", n, cur.Err(), cur.ID())
+	}
+	if got := len(named(log.takeAll(t, c), "getMore")); got != 2*3 {
+		t.Errorf("%d getMore events, want 6: three getMores of up to 4 after the first batch of 1", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 // its last transaction (retryable writes), and when it was last used.
 type serverSession struct {
 	id       [16]byte // a UUID, sent as binary subtype 4
+	lsid     bson.Raw // {id: <id>}, the lsid field's document, made once
 	txn      int64
 	lastUsed time.Time
 }
@@ -48,6 +49,7 @@ func (sp *sessionPool) get(timeout time.Duration, now time.Time) *serverSession 
 	_, _ = rand.Read(s.id[:])     // crypto/rand.Read never fails
 	s.id[6] = s.id[6]&0x0f | 0x40 // version 4
 	s.id[8] = s.id[8]&0x3f | 0x80 // variant 10
+	s.lsid = lsidDoc(s.id)
 	return s
 }
 

@@ -73,9 +73,6 @@ type client struct {
 	lists  []*eventList
 	// sessions is true when the deployment supports sessions.
 	sessions bool
-	// pinCursors is true in a load-balanced deployment: a cursor keeps its
-	// connection until it is exhausted or closed.
-	pinCursors bool
 	// needsMultiple, when not empty, is why the test cannot use the
 	// entity: it asks for several mongoses behind the load balancer.
 	needsMultiple string
@@ -110,7 +107,6 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 	c := &client{
 		id:              o.str("id", true),
 		sessions:        sessions,
-		pinCursors:      dep.topology == "load-balanced",
 		changed:         make(chan struct{}),
 		sensitiveStarts: map[string]bool{},
 	}

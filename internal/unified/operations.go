@@ -431,19 +431,20 @@ func writeErrorOf(reply bson.Raw) error {
 }
 
 // findCommand reads find's arguments (those of createFindCursor too) and
-// returns the find command, with its batchSize and limit.
-func findCommand(where string, coll *collection, args bson.Raw) (cmd bson.D, batchSize, limit int64, err error) {
+// returns the find command (whose limit the Client's Cursor reads), with
+// its batchSize.
+func findCommand(where string, coll *collection, args bson.Raw) (cmd bson.D, batchSize int64, err error) {
 	a := arguments(where, args, []string{"filter", "sort", "skip", "limit", "batchSize"}, "session")
 	filter := a.document("filter", true)
 	sortDoc := a.document("sort", false)
 	skip, _ := a.integer("skip", false)
-	limit, _ = a.integer("limit", false)
+	limit, _ := a.integer("limit", false)
 	batchSize, hasBatch := a.integer("batchSize", false)
 	if a.err == nil && (skip < 0 || batchSize < 0) {
 		a.fail("skip and batchSize cannot be negative")
 	}
 	if a.err != nil {
-		return nil, 0, 0, &runnerError{a.err}
+		return nil, 0, &runnerError{a.err}
 	}
 	cmd = bson.D{{Key: "find", Value: coll.name}, {Key: "filter", Value: filter}}
 	if sortDoc != nil {
@@ -458,24 +459,39 @@ func findCommand(where string, coll *collection, args bson.Raw) (cmd bson.D, bat
 	if hasBatch {
 		cmd = append(cmd, bson.E{Key: "batchSize", Value: batchSize})
 	}
-	return cmd, batchSize, limit, nil
+	return cmd, batchSize, nil
 }
 
 // find runs a find, a retryable read, and iterates its cursor to the end,
 // with getMore.
 func (r *testRun) find(where string, coll *collection, args bson.Raw) (result, error) {
-	cmd, batchSize, limit, err := findCommand(where, coll, args)
+	cmd, batchSize, err := findCommand(where, coll, args)
 	if err != nil {
 		return result{}, err
 	}
-	c := coll.db.client
-	reply, err := c.run(r.ctx, opRead, coll.db.name, cmd, coll.readOptions()...)
+	return r.drain(coll, cmd, batchSize)
+}
+
+// drain runs cmd as a cursor of the Client's (a retryable read, whose
+// getMores go to its server) and reads it to its end.
+func (r *testRun) drain(coll *collection, cmd bson.D, batchSize int64) (result, error) {
+	cur, err := r.openCursor(coll, cmd, batchSize)
 	if err != nil {
 		return result{}, err
 	}
-	return iterate(reply, coll.name, batchSize, limit, func(cmd bson.D) (bson.Raw, error) {
-		return c.run(r.ctx, opCommand, coll.db.name, cmd, coll.readOptions()...)
-	})
+	raws, err := cur.All(r.ctx)
+	if err != nil {
+		return result{}, err
+	}
+	docs := make(bson.A, len(raws))
+	for i, d := range raws {
+		docs[i] = d
+	}
+	_, raw, err := bson.MarshalValue(docs)
+	if err != nil {
+		return result{}, err
+	}
+	return result{value: bson.RawValue{Type: bson.TypeArray, Value: raw}, iterable: true}, nil
 }
 
 // aggregate runs an aggregation on a collection and iterates its cursor to
@@ -508,18 +524,17 @@ func (r *testRun) aggregate(where string, coll *collection, args bson.Raw) (resu
 	if hasBatch && !write {
 		cursor = append(cursor, bson.E{Key: "batchSize", Value: batchSize})
 	}
-	c := coll.db.client
-	kind, opts := opRead, coll.readOptions()
-	if write {
-		kind, opts = opCommand, nil // on the primary
+	cmd := bson.D{{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: stages}, {Key: "cursor", Value: cursor}}
+	if !write {
+		return r.drain(coll, cmd, batchSize)
 	}
-	reply, err := c.run(r.ctx, kind, coll.db.name, bson.D{
-		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: stages}, {Key: "cursor", Value: cursor}}, opts...)
+	c := coll.db.client
+	reply, err := c.run(r.ctx, opCommand, coll.db.name, cmd) // on the primary, not retried
 	if err != nil {
 		return result{}, err
 	}
 	return iterate(reply, coll.name, batchSize, 0, func(cmd bson.D) (bson.Raw, error) {
-		return c.run(r.ctx, opCommand, coll.db.name, cmd, opts...)
+		return c.run(r.ctx, opCommand, coll.db.name, cmd)
 	})
 }
 
