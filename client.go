@@ -357,6 +357,9 @@ type operation struct {
 	// sessionInCmd: cmd already has the session's lsid (a cursor's
 	// getMore, which builds its command itself).
 	sessionInCmd bool
+	// explicit is the Session the operation runs in (WithSession), whose
+	// server session it borrows.
+	explicit *Session
 	// sel, if set, selects the server instead of the read preference (a
 	// cursor's getMore: see serverAt); servedBy is the server it ran on.
 	sel      topology.Selector
@@ -584,6 +587,17 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
 		fields = append(fields, field{"$readPreference", docValue(rp)})
 	}
+	if o.explicit != nil && o.session == nil {
+		timeout, ok := supportsSessions(desc, sd)
+		if !ok {
+			return nil, errors.New("mongopool: WithSession: the deployment does not support sessions")
+		}
+		ss, err := o.explicit.take(c, timeout)
+		if err != nil {
+			return nil, err
+		}
+		o.session = ss
+	}
 	if timeout, ok := supportsSessions(desc, sd); ok && o.session == nil && !o.noSession {
 		if _, err := o.cmd.LookupErr("lsid"); err == nil {
 			// The caller runs its own session: not ours to retry.
@@ -685,6 +699,14 @@ func (c *Client) observe(s *topology.Server, pc *pool.Conn, conn *connection.Con
 // endSession gives the operation's session back to the pool, unless a
 // cursor keeps it; the pool lets a dirty one go.
 func (c *Client) endSession(o *operation) {
+	if o.explicit != nil {
+		// The Session's, which EndSession gives back.
+		if o.dirty {
+			o.explicit.markDirty()
+		}
+		o.session = nil
+		return
+	}
 	if o.session == nil || o.keepSession {
 		return
 	}

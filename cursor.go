@@ -57,8 +57,9 @@ type Cursor struct {
 	err      error
 	// session is the implicit session of the command that made the
 	// cursor, given back at its end (let go if dirty).
-	session *serverSession
-	dirty   bool
+	session  *serverSession
+	dirty    bool
+	explicit *Session // the Session the cursor runs in, if any
 	// op and cmd are the getMore's, kept for the next one: a getMore
 	// allocates nothing but its reply.
 	op     operation
@@ -111,8 +112,10 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 	if err == nil && cur.id != 0 {
 		// The cursor's getMores and killCursors carry the find's
 		// session: the cursor keeps it until its end.
-		cur.session, cur.dirty = o.session, o.dirty
-		o.session = nil
+		cur.session, cur.dirty, cur.explicit = o.session, o.dirty, o.explicit
+		if o.explicit == nil {
+			o.session = nil
+		}
 	}
 	c.endSession(o)
 	if err != nil {
@@ -350,7 +353,7 @@ func (cur *Cursor) releaseLocked() {
 		cur.conn = nil
 	}
 	if cur.session != nil {
-		cur.c.endSession(&operation{session: cur.session, dirty: cur.dirty})
+		cur.c.endSession(&operation{session: cur.session, dirty: cur.dirty, explicit: cur.explicit})
 		cur.session = nil
 	}
 }

@@ -164,3 +164,40 @@ func ExampleClient_Cursor() {
 	// item 3
 	// item 4
 }
+
+// Commands in one explicit session: they carry its lsid, and its writes are
+// retryable writes numbered in order.
+func ExampleClient_StartSession() {
+	rs, err := mongotest.StartReplicaSet("rs0", 1)
+	if err != nil {
+		panic(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, rs.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	sess, err := c.StartSession()
+	if err != nil {
+		panic(err)
+	}
+	defer sess.EndSession(ctx)
+	in := mongopool.WithSession(sess)
+	for i := range 2 {
+		if _, err := c.Write(ctx, "shop", bson.D{{Key: "insert", Value: "orders"},
+			{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: i}}}}}, in); err != nil {
+			panic(err)
+		}
+	}
+	reply, err := c.Read(ctx, "shop", bson.D{{Key: "count", Value: "orders"}}, in)
+	if err != nil {
+		panic(err)
+	}
+	n, _ := reply.Lookup("n").AsInt64OK()
+	fmt.Println("orders:", n, "session:", sess.ID() != nil)
+	// Output: orders: 2 session: true
+}

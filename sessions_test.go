@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -147,5 +148,88 @@ func TestCursorSessionAndDirtySessions(t *testing.T) {
 	}
 	if got := lsidOf(t, log.takeAll(t, c), "count"); bytes.Equal(got, dirty) {
 		t.Errorf("the session of a network error was used again: %v", got)
+	}
+}
+
+// An explicit session's commands all carry its lsid, which no implicit
+// session shares while it is open; its retryable writes number their
+// transactions in order; EndSession gives its server session back to the
+// pool; an ended session refuses commands.
+func TestExplicitSession(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	sess, err := c.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := mongopool.WithSession(sess)
+	insert := func(id int, opts ...mongopool.CommandOption) {
+		t.Helper()
+		if _, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(1, in)
+	insert(2) // implicit, meanwhile
+	insert(3, in)
+	cur, err := c.Cursor(ctx, "db", bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs, err := cur.All(ctx); err != nil || len(docs) != 3 {
+		t.Fatalf("All: %d, %v", len(docs), err)
+	}
+	events := log.takeAll(t, c)
+	var ids []bson.Raw
+	var txns []int64
+	for _, e := range events {
+		if e.Type != mongopool.CommandStarted {
+			continue
+		}
+		id, _ := e.Command.Lookup("lsid").DocumentOK()
+		ids = append(ids, id)
+		if e.Name == "insert" {
+			n, _ := e.Command.Lookup("txnNumber").AsInt64OK()
+			txns = append(txns, n)
+		}
+	}
+	// insert, insert (implicit), insert, find, getMore, getMore (the third
+	// document ends the cursor at its batch of one).
+	if len(ids) < 5 {
+		t.Fatalf("%d commands, want 5 or more", len(ids))
+	}
+	for i, id := range ids {
+		if i == 1 {
+			if bytes.Equal(id, ids[0]) {
+				t.Errorf("the implicit insert used the open explicit session %v", id)
+			}
+			continue
+		}
+		if !bytes.Equal(id, ids[0]) {
+			t.Errorf("command %d (%s) with lsid %v, want the session's %v", i, events[i].Name, id, ids[0])
+		}
+	}
+	if txns[0] != 1 || txns[2] != 2 {
+		t.Errorf("txnNumbers %v: want 1, then 2 for the session's writes", txns)
+	}
+	if !bytes.Equal(sess.ID(), ids[0]) {
+		t.Errorf("ID %v, want %v", sess.ID(), ids[0])
+	}
+	sess.EndSession(ctx)
+	sess.EndSession(ctx) // twice does nothing
+	insert(4)
+	if got := lsidOf(t, log.takeAll(t, c), "insert"); !bytes.Equal(got, ids[0]) {
+		t.Errorf("after EndSession, an implicit insert used %v, want the ended session's server session %v (most recently used)", got, ids[0])
+	}
+	if _, err := c.Read(ctx, "db", bson.D{{Key: "count", Value: "c"}}, in); !errors.Is(err, mongopool.ErrSessionEnded) {
+		t.Errorf("a command in an ended session: %v, want ErrSessionEnded", err)
+	}
+	other := newClient(t, rs.URI())
+	sess2, _ := c.StartSession()
+	defer sess2.EndSession(ctx)
+	if _, err := other.Read(ctx, "db", bson.D{{Key: "count", Value: "c"}}, mongopool.WithSession(sess2)); err == nil {
+		t.Error("a session of another client was accepted")
 	}
 }
