@@ -317,7 +317,9 @@ func (cur *Cursor) All(ctx context.Context) ([]bson.Raw, error) {
 
 // Close kills the cursor on its server if it is not exhausted (killCursors,
 // whose failure is returned but changes nothing: the server's cursor
-// timeout ends it anyway) and gives its connection back. A second Close does
+// timeout ends it anyway) and gives its connection and its session back.
+// Called from another goroutine, it waits for a getMore under way (a
+// tailable cursor's, for its WithMaxAwaitTime at most). A second Close does
 // nothing.
 func (cur *Cursor) Close(ctx context.Context) error {
 	cur.mu.Lock()

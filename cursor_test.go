@@ -11,6 +11,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/topology"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // insertN inserts documents {_id: 0} to {_id: n-1} into db.c.
@@ -240,5 +241,38 @@ func TestCursorLimitAndTryNext(t *testing.T) {
 	}
 	if got := len(named(log.takeAll(t, c), "getMore")); got != 2*3 {
 		t.Errorf("%d getMore events, want 6: three getMores of up to 4 after the first batch of 1", got)
+	}
+}
+
+// A getMore that fails ends the cursor: Next reports the error, and the
+// connection a load-balanced cursor kept goes back to the pool at once.
+func TestCursorErrorEndsIt(t *testing.T) {
+	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
+	c := newClient(t, s.URI()+"?loadBalanced=true")
+	insertN(t, c, 4)
+	ctx := ctx(t)
+	cur, err := c.Cursor(ctx, "db", bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFailPoint(mongotest.FailPoint{Commands: []string{"getMore"}, Times: 1, ErrorCode: 43}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for cur.Next(ctx) {
+		n++
+	}
+	var ce *wire.CommandError
+	if n != 1 || !errors.As(cur.Err(), &ce) || ce.Code != 43 {
+		t.Fatalf("%d documents, then %v; want 1, then the getMore's CursorNotFound", n, cur.Err())
+	}
+	if st := c.Pools()[0].Stats(); st.InUse != 0 {
+		t.Errorf("%d connections in use after the cursor's error, want 0", st.InUse)
+	}
+	if cur.Next(ctx) || cur.ID() != 0 {
+		t.Error("the cursor went on after its error")
+	}
+	if err := cur.Close(ctx); err != nil {
+		t.Errorf("Close after the error: %v", err)
 	}
 }
