@@ -9,21 +9,7 @@ import (
 // Write prints the report as Markdown: one table per shape and case, with
 // the figures of each pool, then the targets and whether they hold.
 func (r *Report) Write(w io.Writer) {
-	shape := ""
-	for i := 0; i < len(r.Rows); {
-		first := r.Rows[i]
-		j := i
-		for j < len(r.Rows) && r.Rows[j].Shape == first.Shape && r.Rows[j].Case == first.Case {
-			j++
-		}
-		if first.Shape != shape {
-			shape = first.Shape
-			fmt.Fprintf(w, "\n## Shape %s\n", shape)
-		}
-		fmt.Fprintf(w, "\n%s\n\n", first.Case)
-		writeTable(w, "pool", r.Rows[i:j])
-		i = j
-	}
+	writeCases(w, r.Rows, "Shape", "pool")
 	if len(r.Checks) > 0 {
 		fmt.Fprintf(w, "\n## Targets\n\n| shape | target | measured | holds |\n| --- | --- | --- | --- |\n")
 		for _, c := range r.Checks {
@@ -35,6 +21,27 @@ func (r *Report) Write(w io.Writer) {
 		}
 	}
 	writeNotes(w, r.Notes)
+}
+
+// writeCases prints rows as Markdown, a table per case whose first column is
+// named first, under a heading (heading and the shape) per shape: the rows
+// of a case, and the cases of a shape, come together.
+func writeCases(w io.Writer, rows []Row, heading, first string) {
+	shape := ""
+	for i := 0; i < len(rows); {
+		head := rows[i]
+		j := i
+		for j < len(rows) && rows[j].Shape == head.Shape && rows[j].Case == head.Case {
+			j++
+		}
+		if head.Shape != shape {
+			shape = head.Shape
+			fmt.Fprintf(w, "\n## %s %s\n", heading, shape)
+		}
+		fmt.Fprintf(w, "\n%s\n\n", head.Case)
+		writeTable(w, first, rows[i:j])
+		i = j
+	}
 }
 
 // writeNotes prints the notes under the tables, a bullet each.

@@ -1374,20 +1374,6 @@ func (t *Topo) selectionRun(k Kind) ([]Fig, error) {
 // WriteTopology prints the report of the topology scenarios as Markdown: a
 // table per scenario and case, a row per client, then the notes.
 func WriteTopology(w io.Writer, r *Report) {
-	shape := ""
-	for i := 0; i < len(r.Rows); {
-		first := r.Rows[i]
-		j := i
-		for j < len(r.Rows) && r.Rows[j].Shape == first.Shape && r.Rows[j].Case == first.Case {
-			j++
-		}
-		if first.Shape != shape {
-			shape = first.Shape
-			fmt.Fprintf(w, "\n## Scenario %s\n", shape)
-		}
-		fmt.Fprintf(w, "\n%s\n\n", first.Case)
-		writeTable(w, "client", r.Rows[i:j])
-		i = j
-	}
+	writeCases(w, r.Rows, "Scenario", "client")
 	writeNotes(w, r.Notes)
 }
