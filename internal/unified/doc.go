@@ -30,15 +30,17 @@
 //     (recordTopologyDescription);
 //   - the operations listDatabases and close on clients, runCommand on
 //     databases (with a readPreference), and on collections insertOne,
-//     insertMany, bulkWrite (insertOne requests), find (filter, sort, skip,
-//     limit, batchSize), createFindCursor, aggregate (pipeline, batchSize)
-//     and countDocuments (filter, skip, limit), and iterateUntilDocumentOrError,
+//     insertMany, bulkWrite (insertOne requests), updateOne, updateMany,
+//     replaceOne, deleteOne, deleteMany, find (filter, sort, skip, limit,
+//     batchSize), createFindCursor, aggregate (pipeline, batchSize) and
+//     countDocuments (filter, skip, limit), and iterateUntilDocumentOrError,
 //     iterateOnce and close on cursors. Reads run as Client.Read (retryable
-//     reads), writes as Client.Write (retryable writes), runCommand and
-//     getMore as Client.RunCommand. In a load-balanced deployment a cursor
-//     of createFindCursor keeps its connection (lent by Client.Do) until it
-//     is exhausted or closed, as the load balancer specification has a
-//     driver pin it;
+//     reads), writes as Client.Write (retryable writes where the
+//     specification allows), runCommand as Client.RunCommand, and cursors
+//     (those of find and aggregate too) as Client.Cursor, whose getMores go
+//     to the cursor's server, over its connection in a load-balanced
+//     deployment, as the load balancer specification has a driver pin it;
+//     the Client gives every command its implicit session;
 //   - the special operations createEntities, failPoint (set on the server
 //     the client selects, and disabled there at the end of the test),
 //     runOnThread, waitForThread, waitForEvent, assertEventCount,

@@ -102,6 +102,10 @@ func (r *testRun) entityOperation(where, name, object string, args bson.Raw) (re
 			return r.aggregate(where, e, args)
 		case "countDocuments":
 			return r.countDocuments(where, e, args)
+		case "updateOne", "updateMany", "replaceOne":
+			return r.update(where, e, args, name)
+		case "deleteOne", "deleteMany":
+			return r.deleteDocs(where, e, args, name)
 		}
 	case *cursor:
 		if args != nil {
@@ -789,4 +793,108 @@ func sameValue(a, b bson.RawValue) bool {
 		return true
 	}
 	return a.Equal(b)
+}
+
+// update runs an update (updateOne, updateMany) or a replaceOne, and returns
+// the CRUD specification's UpdateResult: matchedCount, modifiedCount,
+// upsertedCount, and upsertedId when a document was upserted. updateMany
+// is not a retryable write: the Client sends it once.
+func (r *testRun) update(where string, coll *collection, args bson.Raw, name string) (result, error) {
+	field := "update"
+	if name == "replaceOne" {
+		field = "replacement"
+	}
+	a := arguments(where, args, []string{"filter", field, "upsert", "arrayFilters", "collation", "hint", "comment", "let"}, "session")
+	filter := a.document("filter", true)
+	u, _ := a.value(field, true)
+	if a.err == nil {
+		switch {
+		case name == "replaceOne" && u.Type != bson.TypeEmbeddedDocument:
+			a.fail("replacement: want a document, got %s", show(u))
+		case u.Type != bson.TypeEmbeddedDocument && u.Type != bson.TypeArray:
+			a.fail("%s: want a document or a pipeline, got %s", field, show(u))
+		}
+	}
+	if a.err != nil {
+		return result{}, &runnerError{a.err}
+	}
+	st := bson.D{{Key: "q", Value: filter}, {Key: "u", Value: u}, {Key: "multi", Value: name == "updateMany"}}
+	for _, k := range []string{"upsert", "arrayFilters", "collation", "hint"} {
+		if v, ok := a.value(k, false); ok {
+			st = append(st, bson.E{Key: k, Value: v})
+		}
+	}
+	cmd := bson.D{{Key: "update", Value: coll.name}, {Key: "updates", Value: bson.A{st}}}
+	for _, k := range []string{"comment", "let"} {
+		if v, ok := a.value(k, false); ok {
+			cmd = append(cmd, bson.E{Key: k, Value: v})
+		}
+	}
+	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
+	if err == nil {
+		err = writeErrorOf(reply)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	n, _ := reply.Lookup("n").AsInt64OK()
+	modified, _ := reply.Lookup("nModified").AsInt64OK()
+	res := bson.D{}
+	upserted, _ := reply.Lookup("upserted").ArrayOK()
+	ups, _ := upserted.Values()
+	if len(ups) > 0 {
+		n -= int64(len(ups)) // n counts the upserted documents too
+	}
+	res = append(res, bson.E{Key: "matchedCount", Value: n}, bson.E{Key: "modifiedCount", Value: modified},
+		bson.E{Key: "upsertedCount", Value: int64(len(ups))})
+	if len(ups) > 0 {
+		if d, ok := ups[0].DocumentOK(); ok {
+			res = append(res, bson.E{Key: "upsertedId", Value: d.Lookup("_id")})
+		}
+	}
+	out, err := bson.Marshal(res)
+	if err != nil {
+		return result{}, err
+	}
+	return result{value: docValue(out)}, nil
+}
+
+// deleteDocs runs a deleteOne or a deleteMany and returns the CRUD
+// specification's DeleteResult: deletedCount. deleteMany is not a retryable
+// write: the Client sends it once.
+func (r *testRun) deleteDocs(where string, coll *collection, args bson.Raw, name string) (result, error) {
+	a := arguments(where, args, []string{"filter", "collation", "hint", "comment", "let"}, "session")
+	filter := a.document("filter", true)
+	if a.err != nil {
+		return result{}, &runnerError{a.err}
+	}
+	limit := 0
+	if name == "deleteOne" {
+		limit = 1
+	}
+	st := bson.D{{Key: "q", Value: filter}, {Key: "limit", Value: limit}}
+	for _, k := range []string{"collation", "hint"} {
+		if v, ok := a.value(k, false); ok {
+			st = append(st, bson.E{Key: k, Value: v})
+		}
+	}
+	cmd := bson.D{{Key: "delete", Value: coll.name}, {Key: "deletes", Value: bson.A{st}}}
+	for _, k := range []string{"comment", "let"} {
+		if v, ok := a.value(k, false); ok {
+			cmd = append(cmd, bson.E{Key: k, Value: v})
+		}
+	}
+	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
+	if err == nil {
+		err = writeErrorOf(reply)
+	}
+	if err != nil {
+		return result{}, err
+	}
+	n, _ := reply.Lookup("n").AsInt64OK()
+	out, err := bson.Marshal(bson.D{{Key: "deletedCount", Value: n}})
+	if err != nil {
+		return result{}, err
+	}
+	return result{value: docValue(out)}, nil
 }
