@@ -364,16 +364,11 @@ func (r *testRun) bulkWrite(where string, coll *collection, args bson.Raw) (resu
 // insert runs an insert command, a retryable write, and turns its write
 // errors into an error.
 func (r *testRun) insert(coll *collection, docs []bson.Raw, ordered bool) error {
-	c := coll.db.client
 	list := make(bson.A, len(docs))
 	for i, d := range docs {
 		list[i] = d
 	}
-	reply, err := c.run(r.ctx, opWrite, coll.db.name, bson.D{
-		{Key: "insert", Value: coll.name}, {Key: "documents", Value: list}, {Key: "ordered", Value: ordered}})
-	if err == nil {
-		err = writeErrorOf(reply)
-	}
+	_, err := r.write(coll, bson.D{{Key: "insert", Value: coll.name}, {Key: "documents", Value: list}, {Key: "ordered", Value: ordered}})
 	return err
 }
 
@@ -818,22 +813,9 @@ func (r *testRun) update(where string, coll *collection, args bson.Raw, name str
 	if a.err != nil {
 		return result{}, &runnerError{a.err}
 	}
-	st := bson.D{{Key: "q", Value: filter}, {Key: "u", Value: u}, {Key: "multi", Value: name == "updateMany"}}
-	for _, k := range []string{"upsert", "arrayFilters", "collation", "hint"} {
-		if v, ok := a.value(k, false); ok {
-			st = append(st, bson.E{Key: k, Value: v})
-		}
-	}
-	cmd := bson.D{{Key: "update", Value: coll.name}, {Key: "updates", Value: bson.A{st}}}
-	for _, k := range []string{"comment", "let"} {
-		if v, ok := a.value(k, false); ok {
-			cmd = append(cmd, bson.E{Key: k, Value: v})
-		}
-	}
-	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
-	if err == nil {
-		err = writeErrorOf(reply)
-	}
+	st := withArgs(bson.D{{Key: "q", Value: filter}, {Key: "u", Value: u}, {Key: "multi", Value: name == "updateMany"}},
+		a, "upsert", "arrayFilters", "collation", "hint")
+	reply, err := r.write(coll, withArgs(bson.D{{Key: "update", Value: coll.name}, {Key: "updates", Value: bson.A{st}}}, a, "comment", "let"))
 	if err != nil {
 		return result{}, err
 	}
@@ -872,22 +854,8 @@ func (r *testRun) deleteDocs(where string, coll *collection, args bson.Raw, name
 	if name == "deleteOne" {
 		limit = 1
 	}
-	st := bson.D{{Key: "q", Value: filter}, {Key: "limit", Value: limit}}
-	for _, k := range []string{"collation", "hint"} {
-		if v, ok := a.value(k, false); ok {
-			st = append(st, bson.E{Key: k, Value: v})
-		}
-	}
-	cmd := bson.D{{Key: "delete", Value: coll.name}, {Key: "deletes", Value: bson.A{st}}}
-	for _, k := range []string{"comment", "let"} {
-		if v, ok := a.value(k, false); ok {
-			cmd = append(cmd, bson.E{Key: k, Value: v})
-		}
-	}
-	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
-	if err == nil {
-		err = writeErrorOf(reply)
-	}
+	st := withArgs(bson.D{{Key: "q", Value: filter}, {Key: "limit", Value: limit}}, a, "collation", "hint")
+	reply, err := r.write(coll, withArgs(bson.D{{Key: "delete", Value: coll.name}, {Key: "deletes", Value: bson.A{st}}}, a, "comment", "let"))
 	if err != nil {
 		return result{}, err
 	}
@@ -897,4 +865,28 @@ func (r *testRun) deleteDocs(where string, coll *collection, args bson.Raw, name
 		return result{}, err
 	}
 	return result{value: docValue(out)}, nil
+}
+
+// withArgs returns d with the arguments named keys that a has, in that
+// order, as they are.
+func withArgs(d bson.D, a *object, keys ...string) bson.D {
+	for _, k := range keys {
+		if v, ok := a.value(k, false); ok {
+			d = append(d, bson.E{Key: k, Value: v})
+		}
+	}
+	return d
+}
+
+// write runs the write command cmd on coll's database as Client.Write does,
+// with its write errors turned into an error.
+func (r *testRun) write(coll *collection, cmd bson.D) (bson.Raw, error) {
+	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
+	if err == nil {
+		err = writeErrorOf(reply)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
 }
