@@ -419,9 +419,7 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 		return nil, err
 	}
 	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw), noSession: unacknowledged(raw)}
-	if c.commands != nil || c.logs {
-		o.id = c.opIDs.Add(1)
-	}
+	c.numberOp(o)
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -532,26 +530,7 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	}
 	defer p.CheckIn(pc)
 	conn := pc.Link().(*connection.Conn)
-	cmd, err := c.prepare(ctx, s, conn, o)
-	if err != nil {
-		return nil, false, err
-	}
-	var started time.Time
-	if c.commands != nil {
-		started = c.commandStarted(s, pc, conn, o, cmd)
-	}
-	reply, err = conn.RoundTrip(ctx, cmd)
-	if err != nil {
-		if ie := pc.Err(); ie != nil {
-			// A clear interrupted the connection under the command: its
-			// retryable error says so better than the closed socket's.
-			err = ie
-		}
-	}
-	if c.commands != nil {
-		c.commandDone(s, pc, conn, o, cmd, reply, err, time.Since(started))
-	}
-	c.observe(s, pc, conn, reply, err)
+	reply, err = c.exchange(ctx, s, pc, conn, o)
 	if err == nil && o.kind == opWrite {
 		wce, hasWCE := writeConcernErrorOf(reply)
 		if we, ok := writeErrorsOf(reply, wce); ok {
@@ -568,13 +547,48 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		return nil, false, err
 	}
 	broken = conn.Err() != nil
-	if broken && o.session != nil {
-		o.dirty = true
-	}
 	if broken && o.txn != 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		err = labelled(err, labelRetryableWrite) // a retryable write's network error
 	}
 	return reply, broken, err
+}
+
+// exchange runs o's command once on conn, a connection of s's pool checked
+// out as pc: prepared for s, told to the command event handler, its outcome
+// given to the SDAM rules; a network error makes o's session dirty.
+func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn, conn *connection.Conn, o *operation) (bson.Raw, error) {
+	cmd, err := c.prepare(ctx, s, conn, o)
+	if err != nil {
+		return nil, err
+	}
+	var started time.Time
+	if c.commands != nil {
+		started = c.commandStarted(s, pc, conn, o, cmd)
+	}
+	reply, err := conn.RoundTrip(ctx, cmd)
+	if err != nil {
+		if ie := pc.Err(); ie != nil {
+			// A clear interrupted the connection under the command: its
+			// retryable error says so better than the closed socket's.
+			err = ie
+		}
+		if conn.Err() != nil && o.session != nil {
+			o.dirty = true
+		}
+	}
+	if c.commands != nil {
+		c.commandDone(s, pc, conn, o, cmd, reply, err, time.Since(started))
+	}
+	c.observe(s, pc, conn, reply, err)
+	return reply, err
+}
+
+// numberOp gives o an operation id, for its command events and log
+// messages, when someone listens and it has none yet.
+func (c *Client) numberOp(o *operation) {
+	if o.id == 0 && (c.commands != nil || c.logs) {
+		o.id = c.opIDs.Add(1)
+	}
 }
 
 // prepare returns the command of an attempt on s: with the read preference
@@ -587,9 +601,9 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
 		fields = append(fields, field{"$readPreference", docValue(rp)})
 	}
+	timeout, sessions := supportsSessions(desc, sd)
 	if o.explicit != nil && o.session == nil {
-		timeout, ok := supportsSessions(desc, sd)
-		if !ok {
+		if !sessions {
 			return nil, errors.New("mongopool: WithSession: the deployment does not support sessions")
 		}
 		ss, err := o.explicit.take(c, timeout)
@@ -598,7 +612,7 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 		}
 		o.session = ss
 	}
-	if timeout, ok := supportsSessions(desc, sd); ok && o.session == nil && !o.noSession {
+	if sessions && o.session == nil && !o.noSession {
 		if _, err := o.cmd.LookupErr("lsid"); err == nil {
 			// The caller runs its own session: not ours to retry.
 			o.noSession = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -91,36 +90,13 @@ func (cn *Conn) run(ctx context.Context, o *operation) (bson.Raw, error) {
 		return nil, err // broken by an earlier error, or interrupted by a clear
 	}
 	c := cn.c
-	if c.commands != nil || c.logs {
-		o.id = c.opIDs.Add(1)
-	}
+	c.numberOp(o)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	sent, err := c.prepare(ctx, cn.s, cn.cn, o)
-	if err != nil {
-		return nil, err
-	}
-	var started time.Time
-	if c.commands != nil {
-		started = c.commandStarted(cn.s, cn.pc, cn.cn, o, sent)
-	}
-	reply, err := cn.cn.RoundTrip(ctx, sent)
-	if err != nil {
-		if ie := cn.pc.Err(); ie != nil {
-			err = ie // interrupted by a clear: see attempt
-		}
-		if cn.cn.Err() != nil && o.session != nil {
-			o.dirty = true
-		}
-	}
-	if c.commands != nil {
-		c.commandDone(cn.s, cn.pc, cn.cn, o, sent, reply, err, time.Since(started))
-	}
-	c.observe(cn.s, cn.pc, cn.cn, reply, err)
-	return reply, err
+	return c.exchange(ctx, cn.s, cn.pc, cn.cn, o)
 }
 
 // Close gives the connection back to its pool (which closes it if it broke)

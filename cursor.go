@@ -76,9 +76,7 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 		return nil, err
 	}
 	o := &operation{kind: opRead, cmd: raw}
-	if c.commands != nil || c.logs {
-		o.id = c.opIDs.Add(1)
-	}
+	c.numberOp(o)
 	for _, opt := range opts {
 		opt(o)
 	}
@@ -243,13 +241,13 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	if cur.maxAwait > 0 {
 		cmd = bsoncore.AppendInt64Element(cmd, "maxTimeMS", max(1, cur.maxAwait.Milliseconds()))
 	}
-	if cur.session != nil && cur.conn == nil {
+	if cur.session != nil {
 		cmd = bsoncore.AppendDocumentElement(cmd, "lsid", cur.session.lsid)
 	}
 	cmd = bsoncore.AppendStringElement(cmd, "$db", cur.db)
 	cmd, _ = bsoncore.AppendDocumentEnd(cmd, idx)
 	cur.cmd = cmd
-	reply, err := cur.runLocked(ctx, cmd)
+	reply, err := cur.runLocked(ctx, cmd, cur.session != nil)
 	if err != nil {
 		return err
 	}
@@ -262,22 +260,19 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	return nil
 }
 
-// runLocked runs cmd (with its $db) on the cursor's server (its connection,
-// if pinned), once: a getMore or a killCursors is never retried.
-func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+// runLocked runs cmd (with its $db, and the cursor's lsid if lsidInCmd) on
+// the cursor's server (its connection, if pinned), once: a getMore or a
+// killCursors is never retried.
+func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw, lsidInCmd bool) (bson.Raw, error) {
 	c := cur.c
-	sel := cur.op.sel
-	_, hasLsid := cmd.Lookup("lsid").DocumentOK()
-	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: sel,
-		session: cur.session, noSession: cur.session == nil, keepSession: true, sessionInCmd: hasLsid && cur.session != nil}
+	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: cur.op.sel,
+		session: cur.session, noSession: cur.session == nil, keepSession: true, sessionInCmd: lsidInCmd}
 	var reply bson.Raw
 	var err error
 	if cur.conn != nil {
 		reply, err = cur.conn.run(ctx, &cur.op)
 	} else {
-		if c.commands != nil || c.logs {
-			cur.op.id = c.opIDs.Add(1)
-		}
+		c.numberOp(&cur.op)
 		reply, err = c.execute(ctx, &cur.op)
 	}
 	if cur.op.dirty {
@@ -332,7 +327,7 @@ func (cur *Cursor) Close(ctx context.Context) error {
 	if cur.id != 0 {
 		var kill bson.Raw
 		if kill, err = withDB(bson.D{{Key: "killCursors", Value: cur.coll}, {Key: "cursors", Value: bson.A{cur.id}}}, cur.db); err == nil {
-			_, err = cur.runLocked(ctx, kill)
+			_, err = cur.runLocked(ctx, kill, false)
 		}
 		cur.id = 0
 	}

@@ -158,12 +158,11 @@ func retryableWriteCommand(cmd bson.Raw) bool {
 		})
 	case "delete":
 		return everyStatement(cmd, "deletes", func(st bson.Raw) bool {
-			limit, ok := st.Lookup("limit").AsInt64OK()
-			if !ok {
-				f, isFloat := st.Lookup("limit").DoubleOK()
-				limit, ok = 1, isFloat && f == 1
+			if limit, ok := st.Lookup("limit").AsInt64OK(); ok {
+				return limit == 1
 			}
-			return ok && limit == 1
+			f, ok := st.Lookup("limit").DoubleOK()
+			return ok && f == 1
 		})
 	}
 	return false
