@@ -78,7 +78,7 @@ func (s *Server) aggregate(req *request) (bson.D, error) {
 		return nil, err
 	}
 	var docs []bson.Raw
-	err = s.store.with(req.db, coll, false, func(c *collection) error {
+	err = s.storeOf(req).with(req.db, coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}

@@ -26,6 +26,9 @@ type request struct {
 	compressor int
 	// session holds the command's session fields, once checked.
 	session sessionInfo
+	// txn is the transaction the command runs in, if any: its handler
+	// works on the transaction's view of the store (Server.storeOf).
+	txn *transaction
 	// interrupt, for a write admitted on a primary, closes when the member
 	// steps down: a write still waiting then fails, as mongod kills the
 	// writes in progress at a step-down. Nil otherwise.
@@ -114,8 +117,8 @@ func init() {
 		"drop":            {run: (*Server).drop, writeConcern: true},
 		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
 
-		// Transactions are not implemented: these commands only answer
-		// as mongod answers them when their session fields are refused.
+		// In a transaction, these run in runInTransaction; their handler
+		// answers them outside one.
 		"commitTransaction": {run: (*Server).transactionCommand, writeConcern: true},
 		"abortTransaction":  {run: (*Server).transactionCommand, writeConcern: true},
 
@@ -217,9 +220,12 @@ func (s *Server) run(req *request) (bson.D, error) {
 	}
 	var d bson.D
 	var err error
-	if req.session.retryableWrite() {
+	switch {
+	case req.session.inTransaction():
+		d, err = s.runInTransaction(req, h)
+	case req.session.retryableWrite():
 		d, err = s.runRetryable(req, h)
-	} else {
+	default:
 		d, err = h.run(s, req)
 	}
 	if err == nil && s.rs != nil && h.secondary == secondaryNever && req.db != "local" {
@@ -249,5 +255,5 @@ func checkNesting(req *request) error {
 // transactionCommand runs commitTransaction and abortTransaction, which
 // only get here outside a transaction: there is none to commit or abort.
 func (s *Server) transactionCommand(req *request) (bson.D, error) {
-	return nil, errorf(codeBadValue, "mongotest does not implement multi-document transactions: %s needs a transaction", req.name)
+	return nil, errorf(codeInvalidOptions, "%s must be run within a transaction", req.name)
 }

@@ -45,7 +45,7 @@
 // What it does not implement it refuses, rather than answer wrongly: an
 // unknown command fails with CommandNotFound (59); an operator, stage,
 // option or expression MongoDB has and this package does not ($lookup,
-// $expr, collations, transactions, ...) fails with BadValue (2) saying so;
+// $expr, collations, ...) fails with BadValue (2) saying so;
 // one MongoDB does not have either fails as mongod fails it ("unknown
 // operator: $foo", "Unrecognized pipeline stage name", an unknown field of
 // a command). Queries scan the collection (but for one on _id), which gives
@@ -55,7 +55,22 @@
 // retryable writes and transactions (IllegalOperation, 20), as mongod
 // does. WithMongos makes it a mongos, and so does load-balanced mode: it
 // takes retryable writes, and adds no RetryableWriteError itself, as a
-// mongos does not. Multi-document transactions are not implemented.
+// mongos does not.
+//
+// # Transactions
+//
+// A replica set's primary and a mongos run multi-document transactions as
+// mongod does: startTransaction, autocommit: false, commitTransaction
+// (which may be retried) and abortTransaction on a session; snapshot reads
+// (a transaction sees the data as it was at its first command, and its own
+// writes); WriteConflict (112, TransientTransactionError) for a
+// transaction that writes a document another open transaction wrote, or
+// that changed after its snapshot; writes outside transactions that wait
+// for a transaction holding their document (Stats.TransactionWaits);
+// NoSuchTransaction (251) once a transaction is aborted by an error, a
+// step-down or its lifetime limit (WithTransactionLifetime, 60 seconds by
+// default); OperationNotSupportedInTransaction (263) for commands that do
+// not run in one. A standalone refuses them, as mongod does.
 //
 // # Replica sets
 //

@@ -91,29 +91,31 @@ var codeNames = map[int32]string{
 	codeDuplicateKey:                "DuplicateKey",
 	codeMissingDB:                   "Location40571",
 
-	codeFailedToParse:                   "FailedToParse",
-	codeOverflow:                        "Overflow",
-	codeNamespaceNotFound:               "NamespaceNotFound",
-	codeIndexNotFound:                   "IndexNotFound",
-	codePathNotViable:                   "PathNotViable",
-	codeConflictingUpdateOperators:      "ConflictingUpdateOperators",
-	codeNamespaceExists:                 "NamespaceExists",
-	codeDollarPrefixedFieldName:         "DollarPrefixedFieldName",
-	codeInvalidIDField:                  "InvalidIdField",
-	codeNotSingleValueField:             "NotSingleValueField",
-	codeEmptyFieldName:                  "EmptyFieldName",
-	codeImmutableField:                  "ImmutableField",
-	codeCannotCreateIndex:               "CannotCreateIndex",
-	codeIndexOptionsConflict:            "IndexOptionsConflict",
-	codeIndexKeySpecsConflict:           "IndexKeySpecsConflict",
-	codeInvalidPipelineOperator:         "InvalidPipelineOperator",
-	codeCannotIndexParallelArrays:       "CannotIndexParallelArrays",
-	codeInvalidIndexSpecificationOption: "InvalidIndexSpecificationOption",
-	codeTransactionTooOld:               "TransactionTooOld",
-	codeTooManyLogicalSessions:          "TooManyLogicalSessions",
-	codeBSONObjectTooLarge:              "BSONObjectTooLarge",
-	codeNotARetryableWriteCommand:       "NotARetryableWriteCommand",
-	codeIDLUnknownField:                 "IDLUnknownField",
+	codeFailedToParse:                      "FailedToParse",
+	codeOverflow:                           "Overflow",
+	codeNamespaceNotFound:                  "NamespaceNotFound",
+	codeIndexNotFound:                      "IndexNotFound",
+	codePathNotViable:                      "PathNotViable",
+	codeConflictingUpdateOperators:         "ConflictingUpdateOperators",
+	codeNamespaceExists:                    "NamespaceExists",
+	codeDollarPrefixedFieldName:            "DollarPrefixedFieldName",
+	codeInvalidIDField:                     "InvalidIdField",
+	codeNotSingleValueField:                "NotSingleValueField",
+	codeEmptyFieldName:                     "EmptyFieldName",
+	codeImmutableField:                     "ImmutableField",
+	codeCannotCreateIndex:                  "CannotCreateIndex",
+	codeIndexOptionsConflict:               "IndexOptionsConflict",
+	codeIndexKeySpecsConflict:              "IndexKeySpecsConflict",
+	codeInvalidPipelineOperator:            "InvalidPipelineOperator",
+	codeCannotIndexParallelArrays:          "CannotIndexParallelArrays",
+	codeInvalidIndexSpecificationOption:    "InvalidIndexSpecificationOption",
+	codeTransactionTooOld:                  "TransactionTooOld",
+	codeTooManyLogicalSessions:             "TooManyLogicalSessions",
+	codeBSONObjectTooLarge:                 "BSONObjectTooLarge",
+	codeNotARetryableWriteCommand:          "NotARetryableWriteCommand",
+	codeIDLUnknownField:                    "IDLUnknownField",
+	codeTransactionCommitted:               "TransactionCommitted",
+	codeOperationNotSupportedInTransaction: "OperationNotSupportedInTransaction",
 }
 
 // cmdError is a command's failure, which becomes the reply
@@ -124,6 +126,9 @@ type cmdError struct {
 	// extra are more fields of the reply, such as a duplicate key error's
 	// keyPattern and keyValue.
 	extra bson.D
+	// wait, on a write outside transactions that met a lock, is the
+	// transaction to wait for before the write runs again (errLocked).
+	wait *transaction
 }
 
 // errorf returns a command failure with code and a formatted errmsg.

@@ -70,70 +70,78 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 	}
 	var value bson.Raw // the document to return, nil for null
 	lastError := bson.D{{Key: "n", Value: int32(0)}}
-	err = s.store.withLazy(req.db, coll, func(c *collection, create func() *collection) error {
-		if err := checkHint(c, req.body); err != nil {
-			return err
-		}
-		scan := 1 // without a sort, the first match
-		if len(sort) > 0 {
-			scan = 0
-		}
-		recs := c.matching(f, scan)
-		if len(sort) > 0 {
-			recs = sortRecords(recs, sort)
-		}
-		if len(recs) > 0 {
-			r := recs[0]
-			lastError = bson.D{{Key: "n", Value: int32(1)}}
-			if remove {
+	store := s.storeOf(req)
+	err = s.untilUnlocked(req, func() error {
+		return store.withLazy(req.db, coll, func(c *collection, create func() *collection) error {
+			if err := checkHint(c, req.body); err != nil {
+				return err
+			}
+			scan := 1 // without a sort, the first match
+			if len(sort) > 0 {
+				scan = 0
+			}
+			recs := c.matching(f, scan)
+			if len(sort) > 0 {
+				recs = sortRecords(recs, sort)
+			}
+			if err := store.checkLocksLocked(c, recs[:min(len(recs), 1)]); err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				r := recs[0]
+				lastError = bson.D{{Key: "n", Value: int32(1)}}
+				if remove {
+					value = r.doc
+					if err := c.remove(r); err != nil {
+						return err
+					}
+					return nil
+				}
+				doc, err := u.apply(r.doc, false)
+				if err != nil {
+					return err
+				}
 				value = r.doc
-				c.remove(r)
+				if !bytes.Equal(doc, r.doc) {
+					if err := c.replace(r, doc); err != nil {
+						return err
+					}
+				}
+				if returnNew {
+					value = doc
+				}
+				lastError = append(lastError, bson.E{Key: "updatedExisting", Value: true})
 				return nil
 			}
-			doc, err := u.apply(r.doc, false)
+			if u == nil || !upsert {
+				if u != nil {
+					lastError = append(lastError, bson.E{Key: "updatedExisting", Value: false})
+				}
+				return nil
+			}
+			doc, err := upsertDoc(f, u)
 			if err != nil {
 				return err
 			}
-			value = r.doc
-			if !bytes.Equal(doc, r.doc) {
-				if err := c.replace(r, doc); err != nil {
-					return err
-				}
+			if cerr := checkStorable(doc); cerr != nil {
+				return cerr
+			}
+			if c == nil {
+				c = create()
+			}
+			if cerr := c.add(doc); cerr != nil {
+				return cerr
+			}
+			lastError = bson.D{
+				{Key: "n", Value: int32(1)},
+				{Key: "updatedExisting", Value: false},
+				{Key: "upserted", Value: doc.Lookup("_id")},
 			}
 			if returnNew {
 				value = doc
 			}
-			lastError = append(lastError, bson.E{Key: "updatedExisting", Value: true})
 			return nil
-		}
-		if u == nil || !upsert {
-			if u != nil {
-				lastError = append(lastError, bson.E{Key: "updatedExisting", Value: false})
-			}
-			return nil
-		}
-		doc, err := upsertDoc(f, u)
-		if err != nil {
-			return err
-		}
-		if cerr := checkStorable(doc); cerr != nil {
-			return cerr
-		}
-		if c == nil {
-			c = create()
-		}
-		if cerr := c.add(doc); cerr != nil {
-			return cerr
-		}
-		lastError = bson.D{
-			{Key: "n", Value: int32(1)},
-			{Key: "updatedExisting", Value: false},
-			{Key: "upserted", Value: doc.Lookup("_id")},
-		}
-		if returnNew {
-			value = doc
-		}
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, err

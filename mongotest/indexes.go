@@ -296,7 +296,12 @@ func (s *Server) createIndexes(req *request) (bson.D, error) {
 		}
 		specs = append(specs, ix)
 	}
-	before, after, created, err := s.store.createIndexes(req.db, coll, specs)
+	var before, after int
+	var created bool
+	err = s.untilUnlocked(req, func() (err error) {
+		before, after, created, err = s.store.createIndexes(req.db, coll, specs)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +387,11 @@ func (s *Server) dropIndexes(req *request) (bson.D, error) {
 	default:
 		return nil, errorf(codeTypeMismatch, "BSON field 'dropIndexes.index' is the wrong type '%s', expected types '[string, object, array]'", typeName(v.Type))
 	}
-	was, err := s.store.dropIndexes(req.db, coll, choose)
+	var was int
+	err = s.untilUnlocked(req, func() (err error) {
+		was, err = s.store.dropIndexes(req.db, coll, choose)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -163,8 +163,10 @@ func TestSessionChecksAfterFailPoint(t *testing.T) {
 	if msg != "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and find is not a retryable write command." {
 		t.Errorf("errmsg %q", msg)
 	}
-	reply := r.run(insertCmd(1, session, txn, bson.E{Key: "autocommit", Value: false}, bson.E{Key: "startTransaction", Value: true}))
-	if msg := checkError(t, reply, 2, "BadValue"); msg != "mongotest does not implement multi-document transactions (insert with autocommit: false)" {
+	// A command that may not run in a transaction is refused after the
+	// fail point too (OperationNotSupportedInTransaction, 263).
+	reply := r.run(cmd("x", bson.E{Key: "count", Value: "c"}, session, txn, bson.E{Key: "autocommit", Value: false}, bson.E{Key: "startTransaction", Value: true}))
+	if msg := checkError(t, reply, 263, "OperationNotSupportedInTransaction"); msg != "Cannot run 'count' in a multi-document transaction." {
 		t.Errorf("errmsg %q", msg)
 	}
 	reply = r.run(cmd("x", bson.E{Key: "delete", Value: "c"}, bson.E{Key: "deletes", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "limit", Value: 0}}}}, session, bson.E{Key: "txnNumber", Value: int64(2)}))
@@ -330,16 +332,22 @@ func TestDriverRetryableWrites(t *testing.T) {
 		t.Errorf("InsertOne with errorLabels [] in the fail point: %v; want error 262 without labels", err)
 	}
 
-	// Transactions are not implemented: refused clearly.
+	// A transaction's writes take no RetryableWriteError label: the
+	// driver's WithTransaction commits them once.
 	sess, err := client.StartSession()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.EndSession(c)
-	_, err = sess.WithTransaction(c, func(sc context.Context) (any, error) {
+	before = inserts()
+	if _, err = sess.WithTransaction(c, func(sc context.Context) (any, error) {
 		return coll.InsertOne(sc, bson.D{{Key: "_id", Value: 4}})
-	})
-	wantCode(t, "a transaction", err, 2, "mongotest does not implement multi-document transactions")
+	}); err != nil {
+		t.Errorf("WithTransaction: %v", err)
+	}
+	if n := inserts() - before; n != 1 {
+		t.Errorf("%d inserts in the transaction, want 1", n)
+	}
 }
 
 // TestDriverReplicaSetDiscovery checks that the driver sees a replica set

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -44,12 +45,28 @@ type config struct {
 	members        map[int]Member // WithMember's, by index
 	advertised     []string       // WithAdvertisedHosts's, by member
 	network        *Network       // WithNetwork's; nil for TCP
+	// transactionLifetime is WithTransactionLifetime's.
+	transactionLifetime time.Duration
 }
 
 func defaultConfig() config {
 	return config{
-		maxWireVersion: DefaultMaxWireVersion,
-		compressors:    []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
+		maxWireVersion:      DefaultMaxWireVersion,
+		compressors:         []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
+		transactionLifetime: defaultTransactionLifetime,
+	}
+}
+
+// WithTransactionLifetime sets how long a transaction may run before the
+// server aborts it, mongod's transactionLifetimeLimitSeconds (default 60
+// seconds): a test of an abandoned transaction need not wait a minute.
+func WithTransactionLifetime(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("mongotest: WithTransactionLifetime: the lifetime must be positive, not %v", d)
+		}
+		c.transactionLifetime = d
+		return nil
 	}
 }
 

@@ -78,7 +78,7 @@ func (s *Server) find(req *request) (bson.D, error) {
 		limit, single = -limit, true
 	}
 	var docs []bson.Raw
-	err = s.store.with(req.db, q.coll, false, func(c *collection) error {
+	err = s.storeOf(req).with(req.db, q.coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}
@@ -226,7 +226,7 @@ func (s *Server) count(req *request) (bson.D, error) {
 		limit = -limit
 	}
 	var n int64
-	err = s.store.with(req.db, q.coll, false, func(c *collection) error {
+	err = s.storeOf(req).with(req.db, q.coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (s *Server) distinct(req *request) (bson.D, error) {
 		return nil, err
 	}
 	var docs []bson.Raw
-	err = s.store.with(req.db, q.coll, false, func(c *collection) error {
+	err = s.storeOf(req).with(req.db, q.coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}

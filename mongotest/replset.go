@@ -963,6 +963,24 @@ func (s *Server) admit(req *request, h handler) (release func(), err error) {
 	return func() {}, nil
 }
 
+// isPrimary reports whether member i is primary.
+func (rs *ReplicaSet) isPrimary(i int) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.members[i].role == rolePrimary
+}
+
+// primaryEpoch returns the channel closed when member i stops being
+// primary, nil if it is not primary: what ends a transaction started there.
+func (rs *ReplicaSet) primaryEpoch(i int) <-chan struct{} {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if m := rs.members[i]; m.role == rolePrimary {
+		return m.writes.interrupt
+	}
+	return nil
+}
+
 // readPreferenceModes are the modes of a $readPreference.
 var readPreferenceModes = []string{"primary", "primaryPreferred", "secondary", "secondaryPreferred", "nearest"}
 

@@ -17,8 +17,8 @@ import (
 //     WithLoadBalanced) take retryable writes: a write command with a
 //     txnNumber runs once per session and txnNumber, and a retry of it gets
 //     the reply of the first run, as mongod keeps it;
-//   - multi-document transactions (autocommit: false) are not implemented:
-//     they are refused with BadValue.
+//   - a command with autocommit: false is part of a multi-document
+//     transaction (see transactions.go).
 
 // role is what the server is to its clients.
 type role int
@@ -119,7 +119,7 @@ func checkSessionUse(req *request) error {
 	si := req.session
 	switch {
 	case si.inTransaction():
-		return errorf(codeBadValue, "mongotest does not implement multi-document transactions (%s with autocommit: false)", req.name)
+		return nil // runInTransaction checks the command
 	case si.hasTxn && !retryableWriteCommands[req.name]:
 		return errorf(codeNotARetryableWriteCommand, "txnNumber may only be provided for multi-document transactions and retryable write commands. autocommit:false was not provided, and %s is not a retryable write command.", req.name)
 	}
@@ -145,6 +145,8 @@ type session struct {
 	started   bool
 	command   string
 	reply     bson.Raw // nil until a write with txnNumber succeeded
+	// txn is the session's latest transaction, if any.
+	txn *transaction
 }
 
 // checkout returns the session of lsid, locked, creating it if need be.
@@ -193,6 +195,9 @@ func (s *Server) runRetryable(req *request, h handler) (bson.D, error) {
 			si.txnNumber, formatValue(si.lsid.Lookup("id")), sess.txnNumber)
 	case sess.started && si.txnNumber == sess.txnNumber && sess.reply != nil && sess.command == req.name:
 		return rawFields(sess.reply), nil
+	}
+	if sess.txn != nil && si.txnNumber > sess.txnNumber {
+		sess.txn.abort() // a newer txnNumber ends the session's transaction
 	}
 	sess.txnNumber, sess.started, sess.command, sess.reply = si.txnNumber, true, req.name, nil
 	d, err := h.run(s, req)

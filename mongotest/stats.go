@@ -59,6 +59,12 @@ type Stats struct {
 	// ExhaustReplies counts the replies sent with the moreToCome flag: the
 	// replies of exhaust hellos but the last.
 	ExhaustReplies int64
+	// TransactionWaits counts the times a command outside transactions
+	// waited for an open transaction that holds a document it writes (or
+	// a collection it drops or indexes), as mongod's writes wait for a
+	// transaction's locks; TransactionWaiting is the number waiting now.
+	TransactionWaits   int64
+	TransactionWaiting int64
 }
 
 // stats collects a Stats.
@@ -126,3 +132,11 @@ func (st *stats) authenticated(mech string, ok bool) {
 func (st *stats) awaitableHello()  { st.update(func(s *Stats) { s.AwaitableHellos++ }) }
 func (st *stats) awaiting(n int64) { st.update(func(s *Stats) { s.HellosAwaiting += n }) }
 func (st *stats) exhaustReply()    { st.update(func(s *Stats) { s.ExhaustReplies++ }) }
+func (st *stats) transactionWait(n int64) {
+	st.update(func(s *Stats) {
+		if n > 0 {
+			s.TransactionWaits++
+		}
+		s.TransactionWaiting += n
+	})
+}

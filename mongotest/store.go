@@ -19,6 +19,20 @@ type store struct {
 	// examined counts the documents queries have tested against a filter
 	// (Stats.DocumentsExamined).
 	examined atomic.Int64
+
+	// txn is set on a transaction's view of the store (see txnstore.go),
+	// nil on the store itself.
+	txn *transaction
+
+	// The transactions' bookkeeping, on the store itself:
+	// clock counts the writes, which set the versions of collections and
+	// records; open are the transactions that have not ended; locks are
+	// the locks they hold, by lock key (idLock, keyLock).
+	clock uint64
+	open  map[*transaction]struct{}
+	locks map[string]*transaction
+	// mutated is set once the statement running under mu has written.
+	mutated bool
 }
 
 // collection holds documents in insertion order, with the _id index and
@@ -35,12 +49,18 @@ type collection struct {
 	examined *atomic.Int64
 	// indexes are the indexes besides _id_, in creation order.
 	indexes []*index
+	// st is the store the collection is in (nil for a copy frozen for a
+	// transaction), ver the store's clock at its last write.
+	st  *store
+	ver uint64
 }
 
-// record is one stored document and its place in recs.
+// record is one stored document and its place in recs, and the store's
+// clock at its last write.
 type record struct {
 	doc bson.Raw
 	pos int
+	ver uint64
 }
 
 // The limits of a stored document, as mongod has them.
@@ -64,6 +84,7 @@ type writeError struct {
 func (st *store) with(db, coll string, create bool, f func(c *collection) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.mutated = false
 	return f(st.collection(db, coll, create))
 }
 
@@ -73,6 +94,7 @@ func (st *store) with(db, coll string, create bool, f func(c *collection) error)
 func (st *store) withLazy(db, coll string, f func(c *collection, create func() *collection) error) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.mutated = false
 	return f(st.collection(db, coll, false), func() *collection { return st.collection(db, coll, true) })
 }
 
@@ -80,16 +102,41 @@ func (st *store) withLazy(db, coll string, f func(c *collection, create func() *
 // st.mu must be held.
 func (st *store) collection(db, coll string, create bool) *collection {
 	colls := st.dbs[db]
-	if c := colls[coll]; c != nil || !create {
+	if c := colls[coll]; c != nil {
 		return c
 	}
+	if t := st.txn; t != nil && !t.seen[db+"."+coll] {
+		// A transaction's view copies a collection at its first use.
+		t.seen[db+"."+coll] = true
+		if c := t.resolve(db, coll); c != nil {
+			st.put(db, coll, c)
+			return c
+		}
+	}
+	if !create {
+		return nil
+	}
+	examined := &st.examined
+	if st.txn != nil {
+		examined = &st.txn.live.examined
+	}
+	c := &collection{ns: db + "." + coll, byID: map[string]*record{}, examined: examined, st: st}
+	if st.txn == nil {
+		st.clock++
+		c.ver = st.clock
+	}
+	st.put(db, coll, c)
+	return c
+}
+
+// put adds c to st as db.coll. st.mu must be held.
+func (st *store) put(db, coll string, c *collection) {
+	colls := st.dbs[db]
 	if colls == nil {
 		colls = map[string]*collection{}
 		st.dbs[db] = colls
 	}
-	c := &collection{ns: db + "." + coll, byID: map[string]*record{}, examined: &st.examined}
 	colls[coll] = c
-	return c
 }
 
 // checkStorable checks that doc may be stored, as mongod does: its size,
@@ -143,11 +190,23 @@ func (c *collection) add(doc bson.Raw) *cmdError {
 	if err != nil {
 		return err
 	}
+	if err := c.st.beforeWrite(c, nil, doc, keys); err != nil {
+		return err
+	}
+	c.addCommitted(doc)
+	return nil
+}
+
+// addCommitted stores doc, whose _id and unique keys are free, and returns
+// its record.
+func (c *collection) addCommitted(doc bson.Raw) *record {
+	keys, _ := c.uniqueKeys(doc, nil)
 	r := &record{doc: doc, pos: len(c.recs)}
 	c.recs = append(c.recs, r)
-	c.byID[idKey] = r
+	c.byID[valueKey(doc.Lookup("_id"))] = r
 	c.own(keys, r)
-	return nil
+	c.st.afterWrite(c, r)
+	return r
 }
 
 // replace replaces the document of r with doc, which has the same _id,
@@ -160,14 +219,35 @@ func (c *collection) replace(r *record, doc bson.Raw) *cmdError {
 	if err != nil {
 		return err
 	}
-	c.disown(r)
-	r.doc = doc
-	c.own(keys, r)
+	if err := c.st.beforeWrite(c, r, doc, keys); err != nil {
+		return err
+	}
+	c.replaceCommitted(r, doc)
 	return nil
 }
 
+// replaceCommitted replaces the document of r with doc, whose unique keys
+// are free.
+func (c *collection) replaceCommitted(r *record, doc bson.Raw) {
+	keys, _ := c.uniqueKeys(doc, r)
+	c.disown(r)
+	r.doc = doc
+	c.own(keys, r)
+	c.st.afterWrite(c, r)
+}
+
 // remove removes r.
-func (c *collection) remove(r *record) {
+func (c *collection) remove(r *record) *cmdError {
+	if err := c.st.beforeWrite(c, r, nil, nil); err != nil {
+		return err
+	}
+	c.removeCommitted(r)
+	return nil
+}
+
+// removeCommitted removes r.
+func (c *collection) removeCommitted(r *record) {
+	c.st.afterWrite(c, nil)
 	c.disown(r)
 	delete(c.byID, valueKey(r.doc.Lookup("_id")))
 	c.recs[r.pos] = nil
@@ -296,18 +376,24 @@ func (c *collection) count() int {
 
 // insert adds docs to db.coll, creating the collection if need be, and
 // returns how many it inserted. A document without _id gets an ObjectID
-// first. A duplicate key is a write error; ordered stops at the first.
-func (st *store) insert(db, coll string, docs []bson.Raw, ordered bool) (int, []writeError) {
-	n := 0
-	var errs []writeError
+// first. A duplicate key is a write error; ordered stops at the first. The
+// write errors are indexed from base. When a document meets the lock of an
+// open transaction, insert stops there: next is its index in docs (len(docs)
+// when all were done), and wait the transaction to wait for.
+func (st *store) insert(db, coll string, docs []bson.Raw, ordered bool, base int) (n int, errs []writeError, next int, wait *transaction) {
+	next = len(docs)
 	st.with(db, coll, true, func(c *collection) error {
 		for i, d := range docs {
 			d, err := prepareInsert(d)
 			if err == nil {
 				err = c.add(d)
 			}
+			if err != nil && err.wait != nil {
+				next, wait = i, err.wait
+				return nil
+			}
 			if err != nil {
-				errs = append(errs, writeError{i, err})
+				errs = append(errs, writeError{base + i, err})
 				if ordered {
 					break
 				}
@@ -317,7 +403,7 @@ func (st *store) insert(db, coll string, docs []bson.Raw, ordered bool) (int, []
 		}
 		return nil
 	})
-	return n, errs
+	return n, errs, next, wait
 }
 
 // find returns the documents of db.coll that match f, in insertion order.
@@ -333,12 +419,15 @@ func (st *store) find(db, coll string, f *filter) []bson.Raw {
 
 // drop removes db.coll and returns the number of indexes it had, 0 if it
 // did not exist. A database without collections disappears.
-func (st *store) drop(db, coll string) int {
+func (st *store) drop(db, coll string) (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.changeCatalogLocked(db, coll); err != nil {
+		return 0, err
+	}
 	colls, ok := st.dbs[db]
 	if !ok {
-		return 0
+		return 0, nil
 	}
 	c, existed := colls[coll]
 	delete(colls, coll)
@@ -346,16 +435,39 @@ func (st *store) drop(db, coll string) int {
 		delete(st.dbs, db)
 	}
 	if !existed {
-		return 0
+		return 0, nil
 	}
-	return len(c.indexes) + 1
+	return len(c.indexes) + 1, nil
 }
 
 // dropDatabase removes db and everything in it.
-func (st *store) dropDatabase(db string) {
+func (st *store) dropDatabase(db string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.changeCatalogLocked(db, ""); err != nil {
+		return err
+	}
 	delete(st.dbs, db)
+	return nil
+}
+
+// changeCatalogLocked prepares a change of the collection db.coll (of
+// every collection of db if coll is ""), other than a write of documents:
+// it waits for the open transactions that wrote there (errLocked), freezes
+// copies for those that still see the collections as they are, and moves
+// their versions on. st.mu is held.
+func (st *store) changeCatalogLocked(db, coll string) error {
+	if err := st.checkNamespaceLocked(db, coll); err != nil {
+		return err
+	}
+	for name, c := range st.dbs[db] {
+		if coll == "" || name == coll {
+			st.freezeLocked(c)
+			st.clock++
+			c.ver = st.clock
+		}
+	}
+	return nil
 }
 
 // createIndexes adds the indexes of specs to db.coll that it does not have
@@ -364,6 +476,9 @@ func (st *store) dropDatabase(db string) {
 func (st *store) createIndexes(db, coll string, specs []*index) (before, after int, created bool, err error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.changeCatalogLocked(db, coll); err != nil {
+		return 0, 0, false, err
+	}
 	c := st.collection(db, coll, false)
 	if c == nil {
 		c, created = st.collection(db, coll, true), true
@@ -451,6 +566,9 @@ func (st *store) indexSpecs(db, coll string) ([]bson.Raw, bool) {
 func (st *store) dropIndexes(db, coll string, choose func([]*index) ([]*index, error)) (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if err := st.changeCatalogLocked(db, coll); err != nil {
+		return 0, err
+	}
 	c := st.collection(db, coll, false)
 	if c == nil {
 		return 0, errorf(codeNamespaceNotFound, "ns not found %s.%s", db, coll)

@@ -29,7 +29,19 @@ func (s *Server) insert(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, errs := s.store.insert(req.db, coll, docs, ordered)
+	st := s.storeOf(req)
+	n, errs, done := 0, []writeError(nil), 0
+	for {
+		k, e, next, wait := st.insert(req.db, coll, docs[done:], ordered, done)
+		n, errs, done = n+k, append(errs, e...), done+next
+		if wait == nil || (ordered && len(errs) > 0) {
+			break
+		}
+		if err := wait.wait(req); err != nil {
+			errs = append(errs, writeError{done, asCmdError(err)})
+			break
+		}
+	}
 	return withWriteErrors(bson.D{{Key: "n", Value: int32(n)}}, errs), nil
 }
 
@@ -145,7 +157,19 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 	if err := checkCollation(st); err != nil {
 		return res, err
 	}
-	err = s.store.withLazy(req.db, coll, func(c *collection, create func() *collection) error {
+	store := s.storeOf(req)
+	err = s.untilUnlocked(req, func() error {
+		return store.withLazy(req.db, coll, func(c *collection, create func() *collection) error {
+			return updateIn(store, c, create, f, u, st, multi, upsert, sort, &res)
+		})
+	})
+	return res, err
+}
+
+// updateIn runs one statement st of update on c (nil if the collection
+// does not exist, which create makes) of store, and counts in res.
+func updateIn(store *store, c *collection, create func() *collection, f *filter, u *update, st bson.Raw, multi, upsert bool, sort sortSpec, res *updateResult) error {
+	{
 		if err := checkHint(c, st); err != nil {
 			return err
 		}
@@ -159,6 +183,9 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 				recs = sortRecords(recs, sort)
 			}
 			recs = recs[:1]
+		}
+		if err := store.checkLocksLocked(c, recs); err != nil {
+			return err
 		}
 		for _, r := range recs {
 			doc, err := u.apply(r.doc, false)
@@ -192,8 +219,7 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 		}
 		res.upsertedID = doc.Lookup("_id")
 		return nil
-	})
-	return res, err
+	}
 }
 
 // sortRecords returns recs sorted by spec.
@@ -274,18 +300,25 @@ func (s *Server) deleteOne(req *request, coll string, d bson.Raw) (int, error) {
 		return 0, err
 	}
 	n := 0
-	err = s.store.with(req.db, coll, false, func(c *collection) error {
-		if err := checkHint(c, d); err != nil {
-			return err
-		}
-		for _, r := range c.matching(f, int(limit)) {
-			c.remove(r)
-			n++
-		}
-		return nil
+	st := s.storeOf(req)
+	err = s.untilUnlocked(req, func() error {
+		return st.with(req.db, coll, false, func(c *collection) error {
+			if err := checkHint(c, d); err != nil {
+				return err
+			}
+			recs := c.matching(f, int(limit))
+			if err := st.checkLocksLocked(c, recs); err != nil {
+				return err
+			}
+			for _, r := range recs {
+				if err := c.remove(r); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
 	})
-	if n > 0 {
-	}
 	return n, err
 }
 
@@ -345,7 +378,7 @@ func (s *Server) create(req *request) (bson.D, error) {
 			withOptions = true
 		}
 	}
-	return bson.D{}, s.store.withLazy(req.db, coll, func(c *collection, create func() *collection) error {
+	return bson.D{}, s.storeOf(req).withLazy(req.db, coll, func(c *collection, create func() *collection) error {
 		if c != nil {
 			if withOptions {
 				return errorf(codeNamespaceExists, "Collection %s.%s already exists.", req.db, coll)
@@ -370,7 +403,14 @@ func (s *Server) drop(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := s.store.drop(req.db, coll)
+	var n int
+	err = s.untilUnlocked(req, func() (err error) {
+		n, err = s.store.drop(req.db, coll)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	if n == 0 {
 		return bson.D{}, nil
 	}
@@ -379,6 +419,8 @@ func (s *Server) drop(req *request) (bson.D, error) {
 
 // dropDatabase runs {dropDatabase: 1}.
 func (s *Server) dropDatabase(req *request) (bson.D, error) {
-	s.store.dropDatabase(req.db)
+	if err := s.untilUnlocked(req, func() error { return s.store.dropDatabase(req.db) }); err != nil {
+		return nil, err
+	}
 	return bson.D{{Key: "dropped", Value: req.db}}, nil
 }
