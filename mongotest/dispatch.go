@@ -96,6 +96,8 @@ func init() {
 		"buildInfo":       {run: (*Server).buildInfo, public: true, secondary: secondaryAlways},
 		"buildinfo":       {run: (*Server).buildInfo, public: true, secondary: secondaryAlways},
 		"endSessions":     {run: (*Server).endSessions, public: true, noSession: true, secondary: secondaryAlways},
+		"killSessions":    {run: (*Server).endSessions, noSession: true, secondary: secondaryAlways},
+		"refreshSessions": {run: (*Server).refreshSessions, noSession: true, secondary: secondaryAlways},
 		"serverStatus":    {run: (*Server).serverStatus, secondary: secondaryAlways},
 		"listDatabases":   {run: (*Server).listDatabases, secondary: secondaryOptIn},
 		"listCollections": {run: (*Server).listCollections, secondary: secondaryOptIn},

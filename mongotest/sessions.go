@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -145,8 +146,11 @@ type session struct {
 	started   bool
 	command   string
 	reply     bson.Raw // nil until a write with txnNumber succeeded
-	// txn is the session's latest transaction, if any.
-	txn *transaction
+	// txn is the session's latest transaction, if any; current is the
+	// same, for endSessions and killSessions, which abort it without
+	// waiting for the session's command.
+	txn     *transaction
+	current atomic.Pointer[transaction]
 }
 
 // checkout returns the session of lsid, locked, creating it if need be.
@@ -170,12 +174,19 @@ func (ss *sessions) checkout(lsid bson.Raw) (*session, error) {
 	return sess, nil
 }
 
-// end forgets the sessions of endSessions.
+// end forgets the sessions of endSessions and killSessions, and aborts
+// their transactions, as mongod does.
 func (ss *sessions) end(lsids []bson.Raw) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, l := range lsids {
-		delete(ss.m, valueKey(docValue(l)))
+		key := valueKey(docValue(l))
+		if sess := ss.m[key]; sess != nil {
+			if t := sess.current.Load(); t != nil {
+				t.abort()
+			}
+		}
+		delete(ss.m, key)
 	}
 }
 
@@ -207,16 +218,32 @@ func (s *Server) runRetryable(req *request, h handler) (bson.D, error) {
 	return d, err
 }
 
-// endSessions runs {endSessions: [lsid, ...]}: it forgets the retryable
-// writes of the sessions.
+// endSessions runs {endSessions: [lsid, ...]} and {killSessions: [lsid,
+// ...]}: it aborts the transactions of the sessions and forgets their
+// retryable writes.
 func (s *Server) endSessions(req *request) (bson.D, error) {
+	v := req.body.Lookup(req.name)
+	if v.Type != bson.TypeArray {
+		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", req.name, req.name, typeName(v.Type))
+	}
 	var lsids []bson.Raw
-	for _, v := range arrayValues(req.body.Lookup("endSessions")) {
-		if d, ok := v.DocumentOK(); ok {
-			lsids = append(lsids, d)
+	for _, v := range arrayValues(v) {
+		d, ok := v.DocumentOK()
+		if !ok {
+			return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", req.name, req.name, typeName(v.Type))
 		}
+		lsids = append(lsids, d)
 	}
 	s.sessions.end(lsids)
+	return bson.D{}, nil
+}
+
+// refreshSessions runs {refreshSessions: [lsid, ...]}: sessions here do
+// not expire, so there is nothing to refresh.
+func (s *Server) refreshSessions(req *request) (bson.D, error) {
+	if v := req.body.Lookup(req.name); v.Type != bson.TypeArray {
+		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", req.name, req.name, typeName(v.Type))
+	}
 	return bson.D{}, nil
 }
 

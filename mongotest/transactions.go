@@ -146,6 +146,7 @@ func (s *Server) transactionOf(req *request, sess *session) (*transaction, error
 		}
 		sess.txnNumber, sess.started, sess.command, sess.reply = si.txnNumber, true, "", nil
 		sess.txn = s.store.beginTxn(si.txnNumber, epoch, s.cfg.transactionLifetime, s.role == roleMongos)
+		sess.current.Store(sess.txn)
 		return sess.txn, nil
 	}
 	t := sess.txn

@@ -499,3 +499,25 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestEndSessionsAbortsTransactions checks that endSessions and
+// killSessions abort the sessions' transactions, whose locks are then
+// free (the manual's endSessions and killSessions pages).
+func TestEndSessionsAbortsTransactions(t *testing.T) {
+	rs := startRS(t, 1)
+	srv := rs.Primary()
+	r, other := dialRaw(t, srv), dialRaw(t, srv)
+	for i, command := range []string{"endSessions", "killSessions"} {
+		x := &txn{session: lsid(byte(10 + i)), number: 1}
+		id := int32(i)
+		checkOK(t, r.run(x.cmd("x", insertDocs(doc(id, 0))...)))
+		checkOK(t, other.run(cmd("admin", bson.E{Key: command, Value: bson.A{x.session}})))
+		checkOK(t, other.run(cmd("x", insertDocs(doc(id, 5))...)))
+		checkError(t, r.run(x.commit()), 251, "NoSuchTransaction")
+		if out := rawFind(t, other, nil, bson.D{{Key: "_id", Value: id}}); vOf(out, id) != 5 {
+			t.Errorf("%s: %v; want the insert outside the transaction", command, out)
+		}
+	}
+	checkError(t, r.run(cmd("admin", bson.E{Key: "killSessions", Value: 1})), 14, "TypeMismatch")
+	checkOK(t, r.run(cmd("admin", bson.E{Key: "refreshSessions", Value: bson.A{lsid(1)}})))
+}
