@@ -371,7 +371,9 @@ type operation struct {
 	hasReadPref bool
 	session     *serverSession // a retryable write's, once it has one
 	txn         int64          // its txnNumber
-	id          int64          // the operation id of its command events
+	// tx is set on a command of a transaction (see Session.joinLocked).
+	tx *txnCommand
+	id int64 // the operation id of its command events
 }
 
 // RunCommand runs cmd (a document: bson.D, a map, a struct, bson.Raw) on
@@ -449,6 +451,17 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
+	if s := o.explicit; s != nil && o.tx == nil {
+		s.mu.Lock()
+		err := s.joinLocked(c, o)
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if o.tx != nil && c.topo.Description().Type == topology.LoadBalanced {
+		return c.executePinned(ctx, o)
+	}
 	var deprioritized []string
 	// A read or a write is retried once, and under timeoutMS as long as
 	// time is left (the client side operations timeout specification);
@@ -456,6 +469,11 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 	// on, whatever errors follow.
 	allowed := 0
 	switch {
+	case o.tx != nil && !o.tx.commitOrAbort:
+		// A command of a transaction is not retried (but after an
+		// overload error): the transaction is.
+	case o.tx != nil && c.timeout == 0:
+		allowed = 1 // a commit or an abort, whatever retryWrites says
 	case o.kind == opCommand:
 	case c.timeout > 0:
 		allowed = math.MaxInt
@@ -470,9 +488,17 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 				// A retry that finds no server reports what made it retry.
 				return nil, prev
 			}
+			if o.tx != nil {
+				err = transactionError(o, err, false, true)
+				o.explicit.note(c, o, "", nil, err)
+			}
 			return nil, err
 		}
 		reply, broken, err := c.attempt(ctx, s, o)
+		if o.tx != nil {
+			err = transactionError(o, err, broken, false)
+			o.explicit.note(c, o, s.Address(), reply, err)
+		}
 		if err == nil {
 			o.servedBy = s.Address()
 			return reply, nil
@@ -500,6 +526,11 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		}
 		if overload && !sleepCtx(ctx, overloadBackoff(attempt+1, err)) {
 			return nil, err
+		}
+		if o.tx != nil && o.tx.commitOrAbort {
+			o.explicit.mu.Lock()
+			o.explicit.retryTerminalLocked(o)
+			o.explicit.mu.Unlock()
 		}
 		prev = err
 	}
@@ -532,12 +563,7 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	conn := pc.Link().(*connection.Conn)
 	reply, err = c.exchange(ctx, s, pc, conn, o)
 	if err == nil && o.kind == opWrite {
-		wce, hasWCE := writeConcernErrorOf(reply)
-		if we, ok := writeErrorsOf(reply, wce); ok {
-			err = we
-		} else if hasWCE {
-			err = wce
-		}
+		err = writeReplyError(reply)
 	}
 	if err != nil && o.kind == opWrite && o.txn != 0 && conn.Description().MaxWireVersion < 9 {
 		labelPre44(err, conn.Description().IsMongos())
@@ -551,6 +577,19 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		err = labelled(err, labelRetryableWrite) // a retryable write's network error
 	}
 	return reply, broken, err
+}
+
+// writeReplyError returns the error a write's successful reply reports:
+// its write errors (with its writeConcernError), or its writeConcernError.
+func writeReplyError(reply bson.Raw) error {
+	wce, hasWCE := writeConcernErrorOf(reply)
+	if we, ok := writeErrorsOf(reply, wce); ok {
+		return we
+	}
+	if hasWCE {
+		return wce
+	}
+	return nil
 }
 
 // exchange runs o's command once on conn, a connection of s's pool checked
@@ -626,7 +665,16 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if o.session != nil && !o.sessionInCmd {
 		fields = append(fields, field{"lsid", docValue(o.session.lsid)})
 	}
-	if o.session != nil {
+	if o.tx != nil {
+		fields = append(fields, field{"txnNumber", int64Value(o.tx.number)})
+		if o.tx.first {
+			fields = append(fields, field{"startTransaction", boolValue(true)})
+		}
+		fields = append(fields, field{"autocommit", boolValue(false)})
+		if o.tx.first && o.tx.readConcern != nil {
+			fields = append(fields, field{"readConcern", docValue(o.tx.readConcern)})
+		}
+	} else if o.session != nil {
 		if o.kind == opWrite && c.retryWrites && !o.plainWrite && sd.Type != topology.Standalone {
 			if o.txn == 0 {
 				o.session.txn++

@@ -90,7 +90,7 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 		}
 	}
 	var reply bson.Raw
-	if c.topo.Description().Type == topology.LoadBalanced {
+	if c.topo.Description().Type == topology.LoadBalanced && (o.explicit == nil || !o.explicit.inTransaction()) {
 		// getMore must reach the service that has the cursor: the
 		// connection to the load balancer is kept.
 		if cur.conn, err = c.Conn(ctx, WithReadPreference(o.readPref)); err != nil {
@@ -266,7 +266,8 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 func (cur *Cursor) runLocked(ctx context.Context, cmd bson.Raw, lsidInCmd bool) (bson.Raw, error) {
 	c := cur.c
 	cur.op = operation{kind: opCommand, cmd: cmd, readPref: cur.readPref, hasReadPref: true, sel: cur.op.sel,
-		session: cur.session, noSession: cur.session == nil, keepSession: true, sessionInCmd: lsidInCmd}
+		session: cur.session, noSession: cur.session == nil, keepSession: true, sessionInCmd: lsidInCmd,
+		explicit: cur.explicit}
 	var reply bson.Raw
 	var err error
 	if cur.conn != nil {

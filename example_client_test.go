@@ -201,3 +201,59 @@ func ExampleClient_StartSession() {
 	fmt.Println("orders:", n, "session:", sess.ID() != nil)
 	// Output: orders: 2 session: true
 }
+
+// A transfer between two accounts in a transaction: both updates commit
+// together, or neither does. WithTransaction runs the function again if a
+// transient error (a step-down, a write conflict) aborted the
+// transaction, and sends the commit again if its result is unknown.
+func ExampleSession_WithTransaction() {
+	rs, err := mongotest.StartReplicaSet("rs0", 3)
+	if err != nil {
+		panic(err)
+	}
+	defer rs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, rs.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	accounts := bson.A{bson.D{{Key: "_id", Value: "alice"}, {Key: "balance", Value: 100}},
+		bson.D{{Key: "_id", Value: "bob"}, {Key: "balance", Value: 0}}}
+	if _, err := c.Write(ctx, "bank", bson.D{{Key: "insert", Value: "accounts"}, {Key: "documents", Value: accounts}}); err != nil {
+		panic(err)
+	}
+
+	s, err := c.StartSession()
+	if err != nil {
+		panic(err)
+	}
+	defer s.EndSession(ctx)
+	move := func(id string, amount int) bson.D {
+		return bson.D{{Key: "update", Value: "accounts"}, {Key: "updates", Value: bson.A{bson.D{
+			{Key: "q", Value: bson.D{{Key: "_id", Value: id}}},
+			{Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "balance", Value: amount}}}}},
+		}}}}
+	}
+	err = s.WithTransaction(ctx, func(ctx context.Context) error {
+		if _, err := c.Write(ctx, "bank", move("alice", -30), mongopool.WithSession(s)); err != nil {
+			return err
+		}
+		_, err := c.Write(ctx, "bank", move("bob", 30), mongopool.WithSession(s))
+		return err
+	}, &mongopool.TransactionOptions{WriteConcern: bson.D{{Key: "w", Value: "majority"}}})
+	if err != nil {
+		panic(err)
+	}
+	cur, err := c.Cursor(ctx, "bank", bson.D{{Key: "find", Value: "accounts"}, {Key: "sort", Value: bson.D{{Key: "_id", Value: 1}}}})
+	if err != nil {
+		panic(err)
+	}
+	for cur.Next(ctx) {
+		fmt.Println(cur.Current().Lookup("_id").StringValue(), cur.Current().Lookup("balance").Int32())
+	}
+	// Output:
+	// alice 70
+	// bob 30
+}

@@ -27,6 +27,7 @@ type Session struct {
 	ss    *serverSession
 	dirty bool // a network error met it: the pool lets it go
 	ended bool
+	tx    sessionTxn // its transaction (transaction.go)
 }
 
 // StartSession starts an explicit session; end it with EndSession.
@@ -54,15 +55,16 @@ func (s *Session) ID() bson.Raw {
 	return s.serverSessionLocked(s.c.sessionTimeout()).lsid
 }
 
-// EndSession ends the session: its server session goes back to the client's
-// pool (let go if a network error met it). A second EndSession does
-// nothing.
-func (s *Session) EndSession(context.Context) {
+// EndSession ends the session, aborting its transaction if one is under
+// way: its server session goes back to the client's pool (let go if a
+// network error met it). A second EndSession does nothing.
+func (s *Session) EndSession(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
 		return
 	}
+	s.endTransactionLocked(ctx)
 	s.ended = true
 	if s.ss != nil {
 		s.c.endSession(&operation{session: s.ss, dirty: s.dirty})
@@ -90,6 +92,13 @@ func (s *Session) take(c *Client, timeout time.Duration) (*serverSession, error)
 		return nil, ErrSessionEnded
 	}
 	return s.serverSessionLocked(timeout), nil
+}
+
+// note takes in the outcome of a command of the session's transaction.
+func (s *Session) note(c *Client, o *operation, address string, reply bson.Raw, err error) {
+	s.mu.Lock()
+	s.noteLocked(c, o, address, reply, err)
+	s.mu.Unlock()
 }
 
 // markDirty notes that a network error met the session.

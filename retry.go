@@ -56,6 +56,13 @@ const (
 // and whether it is an overload error.
 func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overload bool) {
 	k := o.kind
+	if o.tx != nil && !pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
+		// A commit or an abort is a retryable write whatever retryWrites
+		// says; the other commands of a transaction are not retried.
+		return o.tx.commitOrAbort && (errors.Is(err, pool.ErrPoolCleared) ||
+			broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) ||
+			pool.HasErrorLabel(err, labelRetryableWrite)), false
+	}
 	if pool.HasErrorLabel(err, pool.LabelSystemOverloaded) {
 		enabled := c.retryReads && c.retryWrites
 		switch k {
