@@ -393,7 +393,11 @@ func eqPred(want bson.RawValue) pred {
 
 // comparePred is $gt, $gte, $lt or $lte: it compares values of the
 // operand's type class only, except for MinKey and MaxKey, which compare
-// with everything; $gte and $lte null are {$eq: null}.
+// with everything; $gte and $lte null are {$eq: null}. NaN is apart, as in
+// mongod's ComparisonMatchExpressionBase::compare: although it sorts below
+// every number, a range predicate matches it only against NaN ($gte and
+// $lte NaN match NaN, $gt and $lt NaN match nothing), and never matches it
+// against another number ({$lt: 0} does not match NaN).
 func comparePred(op string, want bson.RawValue, path []string) (pred, error) {
 	if want.Type == bson.TypeRegex {
 		return nil, errorf(codeBadValue, "Can't have RegEx as arg to predicate over field '%s'.", strings.Join(path, "."))
@@ -417,12 +421,28 @@ func comparePred(op string, want bson.RawValue, path []string) (pred, error) {
 	}
 	anyType := want.Type == bson.TypeMinKey || want.Type == bson.TypeMaxKey
 	class := typeClass(want.Type)
+	wantNaN := isNaN(want)
+	inclusive := op == "$gte" || op == "$lte"
 	return expanded(func(v bson.RawValue) bool {
 		if !anyType && typeClass(v.Type) != class {
 			return false
 		}
+		if (wantNaN || isNaN(v)) && !anyType {
+			return inclusive && wantNaN && isNaN(v)
+		}
 		return ok(compareValues(v, want))
 	}), nil
+}
+
+// isNaN reports whether v is a NaN, a double's or a decimal's.
+func isNaN(v bson.RawValue) bool {
+	switch v.Type {
+	case bson.TypeDouble:
+		return math.IsNaN(v.Double())
+	case bson.TypeDecimal128:
+		return v.Decimal128().IsNaN()
+	}
+	return false
 }
 
 // inPred is $in: the values are looked up by key, so that a long list
