@@ -33,7 +33,8 @@
 //     drop, dropDatabase, and createIndexes, listIndexes and dropIndexes,
 //     with unique indexes enforced (E11000 duplicate key errors);
 //   - MongoDB's query language: $eq $ne $gt $gte $lt $lte $in $nin $exists
-//     $type $size $all $elemMatch $mod $regex $not $and $or $nor, dotted
+//     $type $size $all $elemMatch $mod $regex (PCRE's syntax and matching,
+//     through regexp2, each match bounded in time) $not $and $or $nor, dotted
 //     paths and array elements, and values compared in MongoDB's order of
 //     BSON types, numbers by value whatever their type;
 //   - read and write concerns, parsed and checked as mongod checks them: a

@@ -227,7 +227,7 @@ func otherOptions(spec bson.Raw) map[string]bson.RawValue {
 // index's filter excludes doc, or a sparse index's fields are all missing.
 func (ix *index) keysOf(doc bson.Raw) ([]indexKey, error) {
 	if ix.partial != nil && !ix.partial.match(doc) {
-		return nil, nil
+		return nil, ix.partial.err()
 	}
 	perField := make([][]bson.RawValue, len(ix.fields))
 	multi, allMissing := -1, true

@@ -87,7 +87,7 @@ func (s *Server) find(req *request) (bson.D, error) {
 			scan = int(q.skip + limit)
 		}
 		docs = docsOf(c.matching(q.filter, scan))
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *Server) count(req *request) (bson.D, error) {
 		} else {
 			n = int64(len(c.matching(q.filter, 0)))
 		}
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err
@@ -280,7 +280,7 @@ func (s *Server) distinct(req *request) (bson.D, error) {
 			return err
 		}
 		docs = docsOf(c.matching(q.filter, 0))
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err

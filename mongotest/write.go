@@ -154,6 +154,9 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 			scan = 1
 		}
 		recs := c.matching(f, scan)
+		if err := f.err(); err != nil {
+			return err
+		}
 		if !multi && len(recs) > 1 {
 			if len(sort) > 0 {
 				recs = sortRecords(recs, sort)
@@ -278,7 +281,11 @@ func (s *Server) deleteOne(req *request, coll string, d bson.Raw) (int, error) {
 		if err := checkHint(c, d); err != nil {
 			return err
 		}
-		for _, r := range c.matching(f, int(limit)) {
+		recs := c.matching(f, int(limit))
+		if err := f.err(); err != nil {
+			return err
+		}
+		for _, r := range recs {
 			c.remove(r)
 			n++
 		}
