@@ -3,6 +3,7 @@ package mongotest
 import (
 	"math"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -25,7 +26,9 @@ import (
 //     more members than bear data, UnknownReplWriteConcern (79) for a mode
 //     its configuration lacks (ReplSetConfig::checkIfWriteConcernCanBeSatisfied
 //     and findCustomWriteMode); replication being instantaneous here, any
-//     other w is satisfied at once;
+//     other w is satisfied once enough members run and are not
+//     partitioned, which it waits for up to wtimeout (WriteConcernFailed)
+//     or maxTimeMS;
 //   - the readConcern document is parsed as ReadConcernArgs::parse does
 //     (src/mongo/db/repl/read_concern_args.cpp), and its level checked as
 //     waitForReadConcernImpl does (src/mongo/db/read_concern_mongod.cpp):
@@ -229,34 +232,116 @@ func parseProvenance(where string, v bson.RawValue) (string, error) {
 }
 
 // writeConcernOutcome returns the reply d of the write req, which
-// succeeded, with the writeConcernError a replica set gives when it cannot
-// satisfy the write concern: the write stays applied. Replication being
-// instantaneous, every other write concern is satisfied at once.
+// succeeded on a replica set's primary, once its write concern is
+// satisfied, or with the writeConcernError mongod gives when it cannot be:
+// the write stays applied. Replication being instantaneous, the members
+// that run have the write at once; the wait is for those that do not.
 func (s *Server) writeConcernOutcome(req *request, d bson.D) bson.D {
 	v, err := req.body.LookupErr("writeConcern")
-	if err != nil || s.rs == nil || req.session.inTransaction() && !transactionWriteConcernCommands[req.name] {
+	if err != nil || s.rs == nil || !s.isPrimary() || req.session.inTransaction() && !transactionWriteConcernCommands[req.name] {
 		return d
 	}
 	wc, err := parseWriteConcern(v) // checkConcerns found it right
-	if err != nil || !wc.given || wc.wMode == "majority" || (wc.wMode == "" && wc.wNum <= 1) {
+	if err != nil || !wc.given || (wc.wMode == "" && wc.wNum <= 1) {
 		return d
 	}
-	var code int32
-	var msg string
-	if wc.wMode != "" {
-		code, msg = codeUnknownReplWriteConcern, "No write concern mode named '"+wc.wMode+"' found in replica set configuration"
-	} else if int(wc.wNum) > s.rs.dataBearing() {
-		code, msg = codeUnsatisfiableWriteConcern, "Not enough data-bearing nodes"
-	} else {
-		return d
+	switch {
+	case wc.wMode == "majority":
+		return s.awaitMembers(req, d, wc, s.rs.writeMajority())
+	case wc.wMode != "":
+		return s.writeConcernError(req, d, wc, codeUnknownReplWriteConcern, "No write concern mode named '"+wc.wMode+"' found in replica set configuration", false)
+	case int(wc.wNum) > s.rs.dataBearing():
+		return s.writeConcernError(req, d, wc, codeUnsatisfiableWriteConcern, "Not enough data-bearing nodes", false)
 	}
+	return s.awaitMembers(req, d, wc, int(wc.wNum))
+}
+
+// writeConcernError adds to the reply d of req the writeConcernError code
+// with errmsg msg, and in its errInfo the write concern wc (and wtimeout:
+// true when it timed out), as mongod's appendCommandWCStatus does.
+func (s *Server) writeConcernError(req *request, d bson.D, wc writeConcern, code int32, msg string, timedOut bool) bson.D {
+	var info bson.D
+	if timedOut {
+		info = append(info, bson.E{Key: "wtimeout", Value: true})
+	}
+	info = append(info, bson.E{Key: "writeConcern", Value: wc.used()})
 	wce := bson.D{
 		{Key: "code", Value: code},
 		{Key: "codeName", Value: codeName(code)},
 		{Key: "errmsg", Value: msg},
-		{Key: "errInfo", Value: bson.D{{Key: "writeConcern", Value: wc.used()}}},
+		{Key: "errInfo", Value: info},
 	}
 	return s.appendWriteConcernError(req, d, mustMarshal(wce), nil, false)
+}
+
+// ackPoll is how often a write concern that waits for members looks at
+// them again: nothing announces a member's return to it.
+const ackPoll = 5 * time.Millisecond
+
+// awaitMembers waits, as mongod's awaitReplication, until need members
+// that bear data have the write: those that run and are not partitioned
+// (replication being instantaneous, they have it at once). It gives up
+// with a writeConcernError when wtimeout passes (WriteConcernFailed), when
+// maxTimeMS does (MaxTimeMSExpired), when the member steps down
+// (PrimarySteppedDown) or when the server closes (InterruptedAtShutdown);
+// the write stays applied.
+func (s *Server) awaitMembers(req *request, d bson.D, wc writeConcern, need int) bson.D {
+	if need <= 1 || s.rs.acknowledged(s.self) >= need {
+		return d
+	}
+	var wtimeout, maxTime <-chan time.Time
+	if wc.wtimeout > 0 {
+		t := time.NewTimer(time.Duration(wc.wtimeout) * time.Millisecond)
+		defer t.Stop()
+		wtimeout = t.C
+	}
+	if v, err := req.body.LookupErr("maxTimeMS"); err == nil && isNumber(v) && floatOf(v) > 0 {
+		t := time.NewTimer(time.Duration(floatOf(v) * float64(time.Millisecond)))
+		defer t.Stop()
+		maxTime = t.C
+	}
+	tick := time.NewTicker(ackPoll)
+	defer tick.Stop()
+	for s.rs.acknowledged(s.self) < need {
+		select {
+		case <-tick.C:
+		case <-wtimeout:
+			return s.writeConcernError(req, d, wc, codeWriteConcernFailed, "waiting for replication timed out", true)
+		case <-maxTime:
+			return s.writeConcernError(req, d, wc, codeMaxTimeMSExpired, "operation exceeded time limit", false)
+		case <-req.interrupt:
+			return s.writeConcernError(req, d, wc, codePrimarySteppedDown, "Primary stepped down while waiting for replication", false)
+		case <-s.done:
+			return s.writeConcernError(req, d, wc, codeInterruptedAtShutdown, "interrupted at shutdown", false)
+		}
+	}
+	return d
+}
+
+// acknowledged returns the number of members that bear data and have a
+// write of member i: i itself, and the others that run and are not
+// partitioned, unless i is partitioned.
+func (rs *ReplicaSet) acknowledged(i int) int {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.members[i].partitioned != nil {
+		return 1
+	}
+	n := 0
+	for j, m := range rs.members {
+		if j == i || !m.conf.Arbiter && !m.stopped && m.partitioned == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// writeMajority returns the members w: "majority" waits for: a majority
+// of the voting members (every member votes here, arbiters too), but no
+// more than the voting members that bear data, as mongod's
+// ReplSetConfig computes its write majority.
+func (rs *ReplicaSet) writeMajority() int {
+	return min(len(rs.members)/2+1, rs.dataBearing())
 }
 
 // used is the write concern as mongod reports it in a writeConcernError's
@@ -437,6 +522,7 @@ func (s *Server) isPrimary() bool {
 
 // The error codes of read and write concerns.
 const (
+	codeWriteConcernFailed        = 64
 	codeUnknownReplWriteConcern   = 79
 	codeUnsatisfiableWriteConcern = 100
 	codeNotAReplicaSet            = 123

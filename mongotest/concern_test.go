@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -235,4 +236,59 @@ func TestConcernsDriver(t *testing.T) {
 	tagged := rsClient.Database("x").Collection("wcd", options.Collection().SetWriteConcern(&writeconcern.WriteConcern{W: "nosuchtag"}))
 	_, err = tagged.InsertOne(c, bson.D{{Key: "_id", Value: 2}})
 	wantCode(t, "InsertOne with w: nosuchtag", err, 79, "No write concern mode named 'nosuchtag' found in replica set configuration")
+}
+
+// TestWriteConcernWaitsForMembers checks that a write concern waits for
+// the members it counts, as mongod's awaitReplication does: with members
+// down, w fails with WriteConcernFailed (64, "waiting for replication timed
+// out", errInfo.wtimeout) once wtimeout passes, the write applied
+// (https://www.mongodb.com/docs/manual/reference/write-concern/#wtimeout),
+// and without wtimeout it waits until they are back. "majority" counts a
+// majority of the voting members that bear data.
+func TestWriteConcernWaitsForMembers(t *testing.T) {
+	rs, err := mongotest.StartReplicaSet("rs", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rs.Close() })
+	if err := rs.Stop(2); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, rs.Primary())
+	// Two of three members up: a majority.
+	reply := insertWith(r, 1, bson.D{{Key: "w", Value: "majority"}, {Key: "wtimeout", Value: 5000}})
+	checkOK(t, reply)
+	if reply.Lookup("writeConcernError").Type != 0 {
+		t.Errorf("w: majority with two of three members: %s", reply)
+	}
+	reply = insertWith(r, 2, bson.D{{Key: "w", Value: 3}, {Key: "wtimeout", Value: 50}})
+	checkOK(t, reply)
+	want := `{"code":64,"codeName":"WriteConcernFailed","errmsg":"waiting for replication timed out","errInfo":{"wtimeout":true,"writeConcern":{"w":3,"wtimeout":50,"provenance":"clientSupplied"}}}`
+	if wce, err := reply.LookupErr("writeConcernError"); err != nil || relaxed(t, wce.Document()) != want {
+		t.Errorf("w: 3 with a member down:\n got %s\nwant writeConcernError %s", reply, want)
+	}
+	// Without wtimeout, the write waits until the member is back.
+	done := make(chan bson.Raw, 1)
+	r2 := dialRaw(t, rs.Primary())
+	go func() { done <- insertWith(r2, 3, bson.D{{Key: "w", Value: 3}}) }()
+	select {
+	case reply := <-done:
+		t.Fatalf("w: 3 with a member down answered before the member came back: %s", reply)
+	default:
+	}
+	if err := rs.Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case reply := <-done:
+		checkOK(t, reply)
+		if reply.Lookup("writeConcernError").Type != 0 {
+			t.Errorf("w: 3 once the member is back: %s", reply)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("w: 3 did not return once the member was back")
+	}
+	if n := countIn(t, r, "wc"); n != 3 {
+		t.Errorf("%d documents, want 3", n)
+	}
 }
