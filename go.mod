@@ -3,6 +3,7 @@ module github.com/mongopool/mongopool
 go 1.25.0
 
 require (
+	github.com/dlclark/regexp2/v2 v2.13.0
 	github.com/klauspost/compress v1.20.3
 	github.com/xdg-go/scram v1.4.0
 	github.com/xdg-go/stringprep v1.0.4

@@ -80,6 +80,9 @@ func (s *Server) listDatabases(req *request) (bson.D, error) {
 		dbs = append(dbs, raw)
 		total += info.size
 	}
+	if err := f.err(); err != nil {
+		return nil, err
+	}
 	d := bson.D{{Key: "databases", Value: dbs}}
 	if !nameOnly {
 		d = append(d,
@@ -111,6 +114,9 @@ func (s *Server) listCollections(req *request) (bson.D, error) {
 		if raw := mustMarshal(entry); f.match(raw) {
 			batch = append(batch, raw)
 		}
+	}
+	if err := f.err(); err != nil {
+		return nil, err
 	}
 	return cursorReply("firstBatch", batch, 0, req.db+".$cmd.listCollections"), nil
 }

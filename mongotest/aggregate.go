@@ -136,7 +136,7 @@ func parseStage(name string, v bson.RawValue) (stage, error) {
 					out = append(out, d)
 				}
 			}
-			return out, nil
+			return out, f.err()
 		}, nil
 	case "$sort":
 		d, ok := v.DocumentOK()

@@ -134,7 +134,8 @@ func compareDocs(a, b []byte, names bool) int {
 }
 
 // compareNumbers compares two numbers of any BSON numeric type exactly. NaN
-// sorts before every other number and equals itself, as in MongoDB.
+// sorts before every other number and equals itself, as in MongoDB; the
+// range operators of queries treat it apart (see comparePred).
 func compareNumbers(a, b bson.RawValue) int {
 	ia, aInt := intOf(a)
 	ib, bInt := intOf(b)

@@ -217,6 +217,9 @@ func (s *Server) run(req *request) (bson.D, error) {
 	if err := checkSessionUse(req); err != nil {
 		return nil, err
 	}
+	if err := s.checkConcerns(req, h); err != nil {
+		return nil, err
+	}
 	if interrupted(req.interrupt) {
 		return nil, errInterrupted()
 	}

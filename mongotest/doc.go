@@ -33,9 +33,15 @@
 //     drop, dropDatabase, and createIndexes, listIndexes and dropIndexes,
 //     with unique indexes enforced (E11000 duplicate key errors);
 //   - MongoDB's query language: $eq $ne $gt $gte $lt $lte $in $nin $exists
-//     $type $size $all $elemMatch $mod $regex $not $and $or $nor, dotted
+//     $type $size $all $elemMatch $mod $regex (PCRE's syntax and matching,
+//     through regexp2, each match bounded in time) $not $and $or $nor, dotted
 //     paths and array elements, and values compared in MongoDB's order of
 //     BSON types, numbers by value whatever their type;
+//   - read and write concerns, parsed and checked as mongod checks them: a
+//     standalone refuses w > 1, a replica set reports a w it cannot satisfy
+//     as a writeConcernError (UnsatisfiableWriteConcern,
+//     UnknownReplWriteConcern) of a write it applies, linearizable reads
+//     run on a primary only (see concern.go);
 //   - the failCommand fail point, as mongod has it for tests:
 //     configureFailPoint and waitForFailPoint on admin, or Server.SetFailPoint,
 //     to block, fail or close the connection of chosen commands (the

@@ -604,21 +604,15 @@ func (s *Server) failBeforeRun(req *request) error {
 // failAfterWrite applies the fail point to the reply d of req, which
 // succeeded: it may add a writeConcernError, and errorLabels: the fail
 // point's, or those mongod computes for the writeConcernError's code.
+// Without one, the write concern's own outcome follows (see
+// writeConcernOutcome): as in mongod, the fail point's writeConcernError
+// stands in for the wait for the write concern.
 func (s *Server) failAfterWrite(req *request, d bson.D) bson.D {
 	fc := s.failPoints.fire(req, afterWrite, &s.stats)
 	if fc == nil {
-		return d
+		return s.writeConcernOutcome(req, d)
 	}
-	d = append(d, bson.E{Key: "writeConcernError", Value: fc.wce})
-	code, _ := fpInt(fc.wce.Lookup("code"), "code")
-	labels := fc.labels
-	if !fc.hasLabels {
-		labels = s.errorLabels(req, 0, int32(code))
-	}
-	if len(labels) > 0 {
-		d = append(d, bson.E{Key: "errorLabels", Value: labels})
-	}
-	return append(d, s.stateChangeFields(int32(code))...)
+	return s.appendWriteConcernError(req, d, fc.wce, fc.labels, fc.hasLabels)
 }
 
 // sleepUnlessClosed waits d, or less if done (the end of the server's

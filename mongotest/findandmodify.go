@@ -81,6 +81,9 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 				scan = 0
 			}
 			recs := c.matching(f, scan)
+			if err := f.err(); err != nil {
+				return err
+			}
 			if len(sort) > 0 {
 				recs = sortRecords(recs, sort)
 			}

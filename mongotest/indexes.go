@@ -22,7 +22,13 @@ type index struct {
 	unique  bool
 	sparse  bool
 	partial *filter
-	spec    bson.Raw // the specification listIndexes returns
+	// partialSpec is the partialFilterExpression as given, which is part
+	// of the index's signature.
+	partialSpec bson.Raw
+	// hidden indexes are kept up to date (a hidden unique index still
+	// refuses duplicates) but cannot be hinted, as in mongod.
+	hidden bool
+	spec   bson.Raw // the specification listIndexes returns
 	// owners maps each key of a unique index to its document.
 	owners map[string]*record
 }
@@ -84,6 +90,9 @@ func parseIndexSpec(spec bson.Raw) (*index, error) {
 			if ix.partial, err = parseFilter(d); err != nil {
 				return nil, err
 			}
+			ix.partialSpec = d
+		case "hidden":
+			ix.hidden = truthy(v)
 		case "expireAfterSeconds":
 			return nil, errorf(codeBadValue, "mongotest does not implement TTL indexes (expireAfterSeconds): it never removes documents by age")
 		case "collation":
@@ -146,11 +155,71 @@ func parseIndexSpec(spec bson.Raw) (*index, error) {
 	return ix, nil
 }
 
-// sameAs reports whether ix and other are the same index: same key pattern
-// and same options that change what it holds.
-func (ix *index) sameAs(other *index) bool {
-	return bytes.Equal(ix.key, other.key) && ix.unique == other.unique && ix.sparse == other.sparse &&
-		(ix.partial == nil) == (other.partial == nil)
+// indexComparison is how a requested index compares with an existing one,
+// as mongod's IndexDescriptor::compareIndexOptions tells them apart.
+type indexComparison int
+
+const (
+	// indexDifferent: another signature, so another index (under another
+	// name).
+	indexDifferent indexComparison = iota
+	// indexEquivalent: the same signature but other options; the two
+	// cannot coexist.
+	indexEquivalent
+	// indexIdentical: the same index.
+	indexIdentical
+)
+
+// unsignedOptions are the fields of an index specification that the
+// comparison of the other options leaves out: those of the signature,
+// compared apart, and those that change nothing about the index (mongod's
+// kIndexOptionsNotConsideredForEqualityCheck).
+var unsignedOptions = map[string]bool{
+	"key": true, "ns": true, "name": true, "v": true, "textIndexVersion": true,
+	"2dsphereIndexVersion": true, "background": true, "dropDups": true, "hidden": true,
+	"collation": true, "partialFilterExpression": true, "unique": true, "sparse": true,
+	"wildcardProjection": true,
+}
+
+// compare compares the requested index ix with the existing one. The
+// signature of an index is its key pattern, unique, sparse, its partial
+// filter and its collation (always the simple one here); MongoDB 4.9 made
+// unique and sparse part of it (SERVER-47657), so that indexes on one key
+// pattern may differ by them. A partial filter is compared as given, where
+// mongod compares the normalized expressions: two filters written
+// differently for the same documents count as different here.
+func (ix *index) compare(existing *index) indexComparison {
+	if compareDocs(ix.key, existing.key, true) != 0 || ix.unique != existing.unique || ix.sparse != existing.sparse ||
+		(ix.partialSpec == nil) != (existing.partialSpec == nil) ||
+		ix.partialSpec != nil && compareDocs(ix.partialSpec, existing.partialSpec, true) != 0 {
+		return indexDifferent
+	}
+	mine, theirs := otherOptions(ix.spec), otherOptions(existing.spec)
+	if len(mine) != len(theirs) {
+		return indexEquivalent
+	}
+	for k, v := range mine {
+		w, ok := theirs[k]
+		// mongod compares the options as BSON elements: by canonical
+		// type, then value (1 and 1.0 are equal, 1 and true are not).
+		if !ok || compareValues(v, w) != 0 {
+			return indexEquivalent
+		}
+	}
+	return indexIdentical
+}
+
+// otherOptions returns the fields of the specification spec that are no
+// part of the signature, by name.
+func otherOptions(spec bson.Raw) map[string]bson.RawValue {
+	elems, _ := spec.Elements()
+	m := make(map[string]bson.RawValue, len(elems))
+	for _, e := range elems {
+		if !unsignedOptions[e.Key()] {
+			m[e.Key()] = e.Value()
+		}
+	}
+	return m
 }
 
 // keysOf returns the keys doc has in the index ix: one per value of an
@@ -158,7 +227,7 @@ func (ix *index) sameAs(other *index) bool {
 // index's filter excludes doc, or a sparse index's fields are all missing.
 func (ix *index) keysOf(doc bson.Raw) ([]indexKey, error) {
 	if ix.partial != nil && !ix.partial.match(doc) {
-		return nil, nil
+		return nil, ix.partial.err()
 	}
 	perField := make([][]bson.RawValue, len(ix.fields))
 	multi, allMissing := -1, true

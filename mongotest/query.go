@@ -2,8 +2,8 @@ package mongotest
 
 import (
 	"math"
-	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -17,7 +17,8 @@ import (
 //   - the comparison operators $eq $ne $gt $gte $lt $lte $in $nin, which
 //     compare numbers of any type by value and other values only with
 //     values of their own type, as MongoDB's type bracketing does;
-//   - $exists $type $size $all $elemMatch $mod $regex (with $options) $not;
+//   - $exists $type $size $all $elemMatch $mod $regex (with $options, PCRE
+//     as mongod has it: see regex.go) $not;
 //   - the logical operators $and $or $nor at the top level, and $comment.
 //
 // An operator MongoDB has and this package does not ($expr, $where, $text,
@@ -43,6 +44,28 @@ type filter struct {
 	// it requires one (hasID): the store then looks that one document up.
 	idKey string
 	hasID bool
+	// failure is the first error of a match, when one could not finish
+	// (a regular expression that took too long): the documents it tested
+	// did not match, and the command must fail with it (see err).
+	failure atomic.Pointer[cmdError]
+}
+
+// fail records err as the filter's failure, unless it has one.
+func (f *filter) fail(err *cmdError) { f.failure.CompareAndSwap(nil, err) }
+
+// failed reports whether a match of f failed: the later ones stop at once.
+func (f *filter) failed() bool { return f.failure.Load() != nil }
+
+// err returns the failure of a match of f, nil if none: a command that
+// matched documents with f fails with it.
+func (f *filter) err() error {
+	if f == nil {
+		return nil
+	}
+	if e := f.failure.Load(); e != nil {
+		return e
+	}
+	return nil
 }
 
 // equality is one {path: value} condition of a filter.
@@ -216,7 +239,7 @@ func (f *filter) parseValue(path []string, v bson.RawValue, depth int, top bool)
 		return f.parseOperators(path, d, depth, top)
 	}
 	if v.Type == bson.TypeRegex {
-		return regexPred(v, "")
+		return f.regexPred(v, "")
 	}
 	if top {
 		f.eqs = append(f.eqs, equality{path: path, value: v})
@@ -259,7 +282,7 @@ func (f *filter) parseOperators(path []string, ops bson.Raw, depth int, top bool
 		case "$gt", "$gte", "$lt", "$lte":
 			p, err = comparePred(op, v, path)
 		case "$in", "$nin":
-			p, err = inPred(op, v)
+			p, err = f.inPred(op, v)
 			if op == "$nin" && err == nil {
 				p = not(p)
 			}
@@ -271,7 +294,7 @@ func (f *filter) parseOperators(path []string, ops bson.Raw, depth int, top bool
 		case "$size":
 			p, err = sizePred(v)
 		case "$all":
-			p, err = allPred(v)
+			p, err = f.allPred(v)
 		case "$elemMatch":
 			p, err = f.elemMatchPred(path, v, depth)
 		case "$mod":
@@ -307,7 +330,7 @@ func (f *filter) parseOperators(path []string, ops bson.Raw, depth int, top bool
 			}
 			opts = s
 		}
-		p, err := regexPred(regex, opts)
+		p, err := f.regexPred(regex, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -393,7 +416,11 @@ func eqPred(want bson.RawValue) pred {
 
 // comparePred is $gt, $gte, $lt or $lte: it compares values of the
 // operand's type class only, except for MinKey and MaxKey, which compare
-// with everything; $gte and $lte null are {$eq: null}.
+// with everything; $gte and $lte null are {$eq: null}. NaN is apart, as in
+// mongod's ComparisonMatchExpressionBase::compare: although it sorts below
+// every number, a range predicate matches it only against NaN ($gte and
+// $lte NaN match NaN, $gt and $lt NaN match nothing), and never matches it
+// against another number ({$lt: 0} does not match NaN).
 func comparePred(op string, want bson.RawValue, path []string) (pred, error) {
 	if want.Type == bson.TypeRegex {
 		return nil, errorf(codeBadValue, "Can't have RegEx as arg to predicate over field '%s'.", strings.Join(path, "."))
@@ -417,17 +444,33 @@ func comparePred(op string, want bson.RawValue, path []string) (pred, error) {
 	}
 	anyType := want.Type == bson.TypeMinKey || want.Type == bson.TypeMaxKey
 	class := typeClass(want.Type)
+	wantNaN := isNaN(want)
+	inclusive := op == "$gte" || op == "$lte"
 	return expanded(func(v bson.RawValue) bool {
 		if !anyType && typeClass(v.Type) != class {
 			return false
+		}
+		if (wantNaN || isNaN(v)) && !anyType {
+			return inclusive && wantNaN && isNaN(v)
 		}
 		return ok(compareValues(v, want))
 	}), nil
 }
 
+// isNaN reports whether v is a NaN, a double's or a decimal's.
+func isNaN(v bson.RawValue) bool {
+	switch v.Type {
+	case bson.TypeDouble:
+		return math.IsNaN(v.Double())
+	case bson.TypeDecimal128:
+		return v.Decimal128().IsNaN()
+	}
+	return false
+}
+
 // inPred is $in: the values are looked up by key, so that a long list
 // costs one lookup per value tested, not one comparison per element.
-func inPred(op string, v bson.RawValue) (pred, error) {
+func (f *filter) inPred(op string, v bson.RawValue) (pred, error) {
 	arr, ok := v.ArrayOK()
 	if !ok {
 		return nil, errorf(codeBadValue, "%s needs an array", op)
@@ -440,13 +483,13 @@ func inPred(op string, v bson.RawValue) (pred, error) {
 		return nil, errorf(codeBadValue, "%s holds %d values, more than the %d that mongotest takes", op, len(vals), maxListValues)
 	}
 	keys := make(map[string]struct{}, len(vals))
-	var regexes []*regexp.Regexp
+	var regexes []func(string) bool
 	hasNull := false
 	for _, e := range vals {
 		switch {
 		case e.Type == bson.TypeRegex:
 			p, o := e.Regex()
-			re, err := compileRegex(p, o)
+			re, err := f.regexMatcher(p, o)
 			if err != nil {
 				return nil, err
 			}
@@ -465,7 +508,7 @@ func inPred(op string, v bson.RawValue) (pred, error) {
 		if len(regexes) > 0 && (v.Type == bson.TypeString || v.Type == bson.TypeSymbol) {
 			s := stringOf(v)
 			for _, re := range regexes {
-				if re.MatchString(s) {
+				if re(s) {
 					return true
 				}
 			}
@@ -574,7 +617,7 @@ func sizePred(v bson.RawValue) (pred, error) {
 
 // allPred is $all: every value of the list matches (an empty list matches
 // nothing).
-func allPred(v bson.RawValue) (pred, error) {
+func (f *filter) allPred(v bson.RawValue) (pred, error) {
 	arr, ok := v.ArrayOK()
 	if !ok {
 		return nil, errorf(codeBadValue, "$all needs an array")
@@ -592,7 +635,7 @@ func allPred(v bson.RawValue) (pred, error) {
 			return nil, errorf(codeBadValue, "mongotest does not implement $all with %s", commandName(d))
 		}
 		if e.Type == bson.TypeRegex {
-			p, err := regexPred(e, "")
+			p, err := f.regexPred(e, "")
 			if err != nil {
 				return nil, err
 			}
@@ -698,7 +741,7 @@ func truncInt(f float64) int64 {
 // notPred is $not: a regular expression, or an operator document.
 func (f *filter) notPred(path []string, v bson.RawValue, depth int) (pred, error) {
 	if v.Type == bson.TypeRegex {
-		p, err := regexPred(v, "")
+		p, err := f.regexPred(v, "")
 		if err != nil {
 			return nil, err
 		}
@@ -720,8 +763,9 @@ func (f *filter) notPred(path []string, v bson.RawValue, depth int) (pred, error
 
 // regexPred matches strings (and symbols) against the regular expression
 // v, a BSON regular expression or the string of $regex, with options
-// (those of $options, or of the BSON value).
-func regexPred(v bson.RawValue, options string) (pred, error) {
+// (those of $options, or of the BSON value). The pattern is compiled once,
+// with the filter.
+func (f *filter) regexPred(v bson.RawValue, options string) (pred, error) {
 	var pattern string
 	switch v.Type {
 	case bson.TypeString:
@@ -735,14 +779,14 @@ func regexPred(v bson.RawValue, options string) (pred, error) {
 	default:
 		return nil, errorf(codeBadValue, "$regex has to be a string")
 	}
-	re, err := compileRegex(pattern, options)
+	re, err := f.regexMatcher(pattern, options)
 	if err != nil {
 		return nil, err
 	}
 	return expanded(func(v bson.RawValue) bool {
 		switch v.Type {
 		case bson.TypeString, bson.TypeSymbol:
-			return re.MatchString(stringOf(v))
+			return re(stringOf(v))
 		case bson.TypeRegex:
 			p, o := v.Regex()
 			return p == pattern && o == options
@@ -751,31 +795,24 @@ func regexPred(v bson.RawValue, options string) (pred, error) {
 	}), nil
 }
 
-// compileRegex compiles a MongoDB regular expression with Go's regexp,
-// whose syntax (RE2) is PCRE's but for lookarounds and backreferences,
-// which it refuses clearly. The options i, m, s and u are MongoDB's; x is
-// not implemented.
-func compileRegex(pattern, options string) (*regexp.Regexp, error) {
-	flags := ""
-	for _, o := range options {
-		switch o {
-		case 'i', 'm', 's':
-			if !strings.ContainsRune(flags, o) {
-				flags += string(o)
-			}
-		case 'u':
-		case 'x':
-			return nil, errorf(codeBadValue, "mongotest does not implement the regular expression option x")
-		default:
-			return nil, errorf(codeBadRegexOption, "invalid flag in regex options: %c", o)
-		}
-	}
-	if flags != "" {
-		pattern = "(?" + flags + ")" + pattern
-	}
-	re, err := regexp.Compile(pattern)
+// regexMatcher compiles the regular expression pattern with options (see
+// compileRegex) into a test of a string. A match that cannot finish fails
+// the filter (see filter.err), and then every later match of the filter is
+// false at once.
+func (f *filter) regexMatcher(pattern, options string) (func(string) bool, error) {
+	re, err := compileRegex(pattern, options)
 	if err != nil {
-		return nil, errorf(codeBadValue, "mongotest cannot use the regular expression /%s/: %v (it takes Go's RE2 syntax, without lookarounds or backreferences)", pattern, err)
+		return nil, err
 	}
-	return re, nil
+	return func(s string) bool {
+		if f.failed() {
+			return false
+		}
+		ok, err := re.MatchString(s)
+		if err != nil {
+			f.fail(regexFailure(pattern, options, err))
+			return false
+		}
+		return ok
+	}, nil
 }

@@ -87,7 +87,7 @@ func (s *Server) find(req *request) (bson.D, error) {
 			scan = int(q.skip + limit)
 		}
 		docs = docsOf(c.matching(q.filter, scan))
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err
@@ -124,8 +124,9 @@ func (s *Server) firstBatch(c *cursor, batchSize int64, single bool) bson.D {
 }
 
 // checkHint fails, as mongod does, when the hint of cmd names an index the
-// collection c does not have. A hint changes nothing else here: every
-// query scans.
+// collection c does not have, or a hidden one: mongod's planner leaves
+// hidden indexes out. A hint changes nothing else here: every query
+// scans.
 func checkHint(c *collection, cmd bson.Raw) error {
 	v, err := cmd.LookupErr("hint")
 	if err != nil {
@@ -135,11 +136,11 @@ func checkHint(c *collection, cmd bson.Raw) error {
 	switch v.Type {
 	case bson.TypeString:
 		name := v.StringValue()
-		found = name == "_id_" || c != nil && slices.ContainsFunc(c.indexes, func(ix *index) bool { return ix.name == name })
+		found = name == "_id_" || c != nil && slices.ContainsFunc(c.indexes, func(ix *index) bool { return ix.name == name && !ix.hidden })
 	case bson.TypeEmbeddedDocument:
 		key := v.Document()
 		found = len(key) <= 5 || commandName(key) == "$natural" || bytes.Equal(key, idIndex.key) ||
-			c != nil && slices.ContainsFunc(c.indexes, func(ix *index) bool { return bytes.Equal(ix.key, key) })
+			c != nil && slices.ContainsFunc(c.indexes, func(ix *index) bool { return bytes.Equal(ix.key, key) && !ix.hidden })
 	default:
 		return errorf(codeFailedToParse, "hint must be a string or an object")
 	}
@@ -235,7 +236,7 @@ func (s *Server) count(req *request) (bson.D, error) {
 		} else {
 			n = int64(len(c.matching(q.filter, 0)))
 		}
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err
@@ -279,7 +280,7 @@ func (s *Server) distinct(req *request) (bson.D, error) {
 			return err
 		}
 		docs = docsOf(c.matching(q.filter, 0))
-		return nil
+		return q.filter.err()
 	})
 	if err != nil {
 		return nil, err

@@ -493,17 +493,27 @@ func (st *store) createIndexes(db, coll string, specs []*index) (before, after i
 		case ix.name == "_id_":
 			continue
 		case existing > 0:
-			if !c.indexes[existing-1].sameAs(ix) {
+			// The name is taken: as mongod's _doesSpecConflictWithExisting,
+			// the same index is no change, and any other is refused.
+			old := c.indexes[existing-1]
+			switch ix.compare(old) {
+			case indexDifferent:
 				return 0, 0, false, errorf(codeIndexKeySpecsConflict, "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: %s, existing index: %s",
-					formatDoc(ix.spec), formatDoc(c.indexes[existing-1].spec))
+					formatDoc(ix.spec), formatDoc(old.spec))
+			case indexEquivalent:
+				return 0, 0, false, errorf(codeIndexOptionsConflict, "An equivalent index already exists with the same name but different options. Requested index: %s, existing index: %s",
+					formatDoc(ix.spec), formatDoc(old.spec))
 			}
 			continue
 		}
-		if o := slices.IndexFunc(c.indexes, func(o *index) bool { return slices.Equal(o.key, ix.key) }); o >= 0 {
-			if c.indexes[o].sameAs(ix) {
-				continue
+		// Another name: an index of the same signature is a conflict.
+		if o := slices.IndexFunc(c.indexes, func(o *index) bool { return ix.compare(o) != indexDifferent }); o >= 0 {
+			old := c.indexes[o]
+			if ix.compare(old) == indexEquivalent {
+				return 0, 0, false, errorf(codeIndexOptionsConflict, "An equivalent index already exists with a different name and options. Requested index: %s, existing index: %s",
+					formatDoc(ix.spec), formatDoc(old.spec))
 			}
-			return 0, 0, false, errorf(codeIndexOptionsConflict, "Index already exists with a different name: %s", c.indexes[o].name)
+			return 0, 0, false, errorf(codeIndexOptionsConflict, "Index already exists with a different name: %s", old.name)
 		}
 		if slices.ContainsFunc(add, func(o *index) bool { return o.name == ix.name }) {
 			continue

@@ -35,8 +35,10 @@ type updateOp struct {
 	position *int64
 	slice    *int64
 	sort     *pushSort
-	// $pull
-	pull func(bson.RawValue) bool
+	// $pull, and the filter of its condition, whose failure (see
+	// filter.err) fails the update
+	pull       func(bson.RawValue) bool
+	pullFilter *filter
 }
 
 // pushSort is $push's $sort: by the whole element (byValue) or by fields.
@@ -284,6 +286,7 @@ func parsePull(o updateOp, v bson.RawValue) (updateOp, error) {
 		return o, nil
 	}
 	f := &filter{}
+	o.pullFilter = f
 	if strings.HasPrefix(commandName(d), "$") {
 		p, err := f.parseOperators(o.path, d, 1, false)
 		if err != nil {
@@ -424,6 +427,9 @@ func (o *updateOp) apply(root *mval, insert bool, id bson.RawValue) error {
 			}
 		case "$pull":
 			elems = slices.DeleteFunc(elems, o.pull)
+			if err := o.pullFilter.err(); err != nil {
+				return err
+			}
 		case "$pullAll":
 			drop := map[string]struct{}{}
 			for _, d := range arrayValues(o.arg) {

@@ -178,6 +178,9 @@ func updateIn(store *store, c *collection, create func() *collection, f *filter,
 			scan = 1
 		}
 		recs := c.matching(f, scan)
+		if err := f.err(); err != nil {
+			return err
+		}
 		if !multi && len(recs) > 1 {
 			if len(sort) > 0 {
 				recs = sortRecords(recs, sort)
@@ -307,6 +310,9 @@ func (s *Server) deleteOne(req *request, coll string, d bson.Raw) (int, error) {
 				return err
 			}
 			recs := c.matching(f, int(limit))
+			if err := f.err(); err != nil {
+				return err
+			}
 			if err := st.checkLocksLocked(c, recs); err != nil {
 				return err
 			}
