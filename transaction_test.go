@@ -351,9 +351,13 @@ func TestWithTransaction(t *testing.T) {
 // commands, its commit included, go to the mongos its first command went
 // to, and the commit carries the recoveryToken the mongos gave.
 func TestTransactionPinnedToMongos(t *testing.T) {
-	a, b := startServer(t, mongotest.WithMongos()), startServer(t, mongotest.WithMongos())
+	cluster, err := mongotest.StartShardedCluster(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cluster.Close() })
 	var log commandLog
-	c := newClient(t, "mongodb://"+a.Addr()+","+b.Addr()+"/?localThresholdMS=1000", mongopool.WithCommandEventHandler(log.handler))
+	c := newClient(t, cluster.URI()+"?localThresholdMS=1000", mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
 	waitTopology(t, c, "two mongoses", hasTypes(map[topology.ServerType]int{topology.Mongos: 2}))
 	s, err := c.StartSession()
@@ -400,6 +404,12 @@ func TestTransactionPinnedToMongos(t *testing.T) {
 			t.Error("a command outside a transaction left the session pinned")
 		}
 		log.takeAll(t, c)
+	}
+	// Both mongoses see the 15 documents the transactions committed.
+	for range 4 {
+		if n := countIn(t, c); n != 15 {
+			t.Errorf("%d documents, want 15", n)
+		}
 	}
 }
 

@@ -141,9 +141,12 @@ func (s *Server) dispatch(req *request) (bson.Raw, error) {
 	defer s.active.Add(-1)
 	d, err := s.run(req)
 	var fe *failCommandError
+	var fwd *forwardedError
 	switch {
 	case errors.Is(err, errCloseConnection):
 		return nil, err
+	case errors.As(err, &fwd):
+		return fwd.reply, nil // a shard's error, as the shard made it
 	case errors.As(err, &fe):
 		labels := fe.labels
 		if !fe.hasLabels {
@@ -226,6 +229,8 @@ func (s *Server) run(req *request) (bson.D, error) {
 	var d bson.D
 	var err error
 	switch {
+	case s.router != nil && routedCommands[req.name]:
+		d, err = s.router.route(s, req)
 	case req.session.inTransaction():
 		d, err = s.runInTransaction(req, h)
 	case req.session.retryableWrite():

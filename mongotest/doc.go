@@ -129,6 +129,20 @@
 // standalone and a mongos report no topologyVersion, so clients poll them
 // rather than stream.
 //
+// # Sharded clusters
+//
+// StartShardedCluster starts mongoses in front of replica-set shards. Each
+// database lives whole on one shard (ShardOf says which); a mongos answers
+// the handshake itself (msg: "isdbgrid") and routes the commands on data to
+// the shard's primary, or a secondary for a read that allows one, waiting
+// for a primary during an election and sending reads, retryable writes,
+// commits and aborts again to the new one; cursors get the mongos's own
+// ids; a transaction is pinned to the mongos that started it, whose replies
+// carry the recoveryToken another mongos commits it with. StopMongos and
+// RestartMongos stop and start one mongos; each has its own fail points,
+// and each shard its controls (ShardedCluster.Shards). Transactions that
+// span two shards and sharded collections are refused.
+//
 // # In-memory network
 //
 // A Network is an in-memory network for tests that run on the fake clock

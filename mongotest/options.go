@@ -47,6 +47,10 @@ type config struct {
 	network        *Network       // WithNetwork's; nil for TCP
 	// transactionLifetime is WithTransactionLifetime's.
 	transactionLifetime time.Duration
+	// shardMembers is WithShardMembers's; users, the users a sharded
+	// cluster's shards share with its mongoses.
+	shardMembers int
+	users        *users
 }
 
 func defaultConfig() config {
@@ -54,6 +58,7 @@ func defaultConfig() config {
 		maxWireVersion:      DefaultMaxWireVersion,
 		compressors:         []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
 		transactionLifetime: defaultTransactionLifetime,
+		shardMembers:        1,
 	}
 }
 

@@ -258,8 +258,8 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 		lns = append(lns, ln)
 	}
 	rs := &ReplicaSet{name: name, primary: first, term: 1}
-	rs.noteWriteLocked() // the set's initiation, the first entry of its oplog
-	sh := &shared{}
+	rs.noteWriteLocked()            // the set's initiation, the first entry of its oplog
+	sh := &shared{users: cfg.users} // a sharded cluster's servers share their users
 	for i, ln := range lns {
 		srv := newServer(cfg, ln.Addr().String(), sh)
 		srv.role, srv.rs, srv.self = roleReplicaSet, rs, i

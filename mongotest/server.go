@@ -33,8 +33,11 @@ type Server struct {
 	role role // standalone, replica set member or mongos
 	// rs is the replica set of a member (roleReplicaSet), and self its
 	// index there; nil otherwise.
-	rs      *ReplicaSet
-	self    int
+	rs   *ReplicaSet
+	self int
+	// router routes the commands of a mongos of a ShardedCluster; nil
+	// otherwise.
+	router  *router
 	started time.Time
 	active  atomic.Int64 // the commands running, for serverStatus
 
