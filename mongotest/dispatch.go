@@ -152,12 +152,15 @@ func (s *Server) dispatch(req *request) (bson.Raw, error) {
 		if !fe.hasLabels {
 			labels = s.errorLabels(req, fe.code, 0)
 		}
-		return fe.reply(labels, s.stateChangeFields(fe.code)...), nil
+		return fe.reply(labels, append(s.stateChangeFields(fe.code), s.clusterTimeFields(req)...)...), nil
 	case err != nil:
 		ce := asCmdError(err)
-		return errorReply(ce, s.errorLabels(req, ce.code, 0), s.stateChangeFields(ce.code)...), nil
+		return errorReply(ce, s.errorLabels(req, ce.code, 0), append(s.stateChangeFields(ce.code), s.clusterTimeFields(req)...)...), nil
 	}
 	d = append(d, bson.E{Key: "ok", Value: 1.0})
+	if !hasField(d, "$clusterTime") { // a shard's reply, through a mongos, has it
+		d = append(d, s.clusterTimeFields(req)...)
+	}
 	reply, err := bson.Marshal(d)
 	if err != nil {
 		return errorReply(errorf(codeInternalError, "mongotest: encoding the reply: %v", err), nil), nil
