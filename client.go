@@ -56,6 +56,9 @@ type Client struct {
 	// settings, with the client's dialer and TLS configuration.
 	conns connSettings
 	opIDs atomic.Int64
+	// clusterTime is the highest $clusterTime the servers' replies
+	// carried, which every command sends (causal.go).
+	clusterTime atomic.Pointer[clusterTime]
 
 	poolsMu sync.Mutex    // protects following fields
 	pools   []*pool.Pool  // the pools made for servers, closed ones until the next pass
@@ -605,6 +608,7 @@ func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn
 		started = c.commandStarted(s, pc, conn, o, cmd)
 	}
 	reply, err := conn.RoundTrip(ctx, cmd)
+	c.noteTimes(o, reply, err)
 	if err != nil {
 		if ie := pc.Err(); ie != nil {
 			// A clear interrupted the connection under the command: its
@@ -665,16 +669,31 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 	if o.session != nil && !o.sessionInCmd {
 		fields = append(fields, field{"lsid", docValue(o.session.lsid)})
 	}
+	base := o.cmd
+	after, causal := afterClusterTime(o)
 	if o.tx != nil {
 		fields = append(fields, field{"txnNumber", int64Value(o.tx.number)})
 		if o.tx.first {
 			fields = append(fields, field{"startTransaction", boolValue(true)})
 		}
 		fields = append(fields, field{"autocommit", boolValue(false)})
-		if o.tx.first && o.tx.readConcern != nil {
-			fields = append(fields, field{"readConcern", docValue(o.tx.readConcern)})
+		if rc := o.tx.readConcern; o.tx.first && (rc != nil || causal) {
+			if causal {
+				rc = readConcernWith(rc, after)
+			}
+			fields = append(fields, field{"readConcern", docValue(rc)})
 		}
-	} else if o.session != nil {
+	} else if causal {
+		rc, _ := o.cmd.Lookup("readConcern").DocumentOK()
+		if rc != nil {
+			base = withoutKey(o.cmd, "readConcern")
+		}
+		fields = append(fields, field{"readConcern", docValue(readConcernWith(rc, after))})
+	}
+	if ct := c.clusterTimeFor(o); ct != nil {
+		fields = append(fields, field{"$clusterTime", docValue(ct)})
+	}
+	if o.tx == nil && o.session != nil {
 		if o.kind == opWrite && c.retryWrites && !o.plainWrite && sd.Type != topology.Standalone {
 			if o.txn == 0 {
 				o.session.txn++
@@ -693,9 +712,9 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 		fields = append(fields, field{"maxTimeMS", int64Value(max(1, remaining.Milliseconds()))})
 	}
 	if len(fields) == 0 {
-		return o.cmd, nil
+		return base, nil
 	}
-	return withFields(o.cmd, fields...), nil
+	return withFields(base, fields...), nil
 }
 
 // defaultSessionTimeout is the session timeout assumed behind a load

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mongopool/mongopool/topology"
@@ -28,14 +29,26 @@ type Session struct {
 	dirty bool // a network error met it: the pool lets it go
 	ended bool
 	tx    sessionTxn // its transaction (transaction.go)
+	// causal: the session is causally consistent; opTime is the
+	// operationTime of its latest command (causal.go).
+	causal    bool
+	opTime    bson.Timestamp
+	hasOpTime bool
+
+	clusterTime atomic.Pointer[clusterTime] // its latest $clusterTime
 }
 
-// StartSession starts an explicit session; end it with EndSession.
-func (c *Client) StartSession() (*Session, error) {
+// StartSession starts an explicit session, causally consistent unless
+// WithCausalConsistency(false) says otherwise; end it with EndSession.
+func (c *Client) StartSession(opts ...SessionOption) (*Session, error) {
 	if c.closed.Load() {
 		return nil, topology.ErrClosed
 	}
-	return &Session{c: c}, nil
+	s := &Session{c: c, causal: true}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s, nil
 }
 
 // WithSession runs the command (or the cursor's commands) in the explicit
