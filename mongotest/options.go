@@ -44,6 +44,7 @@ type config struct {
 	members        map[int]Member // WithMember's, by index
 	advertised     []string       // WithAdvertisedHosts's, by member
 	network        *Network       // WithNetwork's; nil for TCP
+	ports          []int          // WithPorts's, by member
 }
 
 func defaultConfig() config {
