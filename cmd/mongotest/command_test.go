@@ -427,8 +427,8 @@ func TestCommandTLSUsersCompression(t *testing.T) {
 	if in.TLS == nil || in.TLS.Dir != c.tlsDir || in.TLS.CAFile != ca || in.TLS.ClientFile != filepath.Join(c.tlsDir, "client.pem") {
 		t.Errorf("-info-file's tls: %+v", in.TLS)
 	}
-	if len(in.Users) != 2 || strings.Join(in.Compressor, ",") != "zlib,zstd" {
-		t.Errorf("-info-file: users %v, compressors %v", in.Users, in.Compressor)
+	if len(in.Users) != 2 || strings.Join(in.Compressors, ",") != "zlib,zstd" {
+		t.Errorf("-info-file: users %v, compressors %v", in.Users, in.Compressors)
 	}
 	want := "mongodb://alice:p%40ss%3Aw%2Frd@" + in.Hosts[0] + "/?authSource=admin&tls=true&tlsCAFile=" + ca
 	if c.uri != want {

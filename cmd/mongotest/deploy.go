@@ -35,15 +35,15 @@ type deployment struct {
 
 // info is the JSON of -info-file.
 type info struct {
-	URI        string   `json:"uri"`
-	Control    string   `json:"control"`
-	Topology   string   `json:"topology"` // "standalone" or "replicaSet"
-	SetName    string   `json:"setName,omitempty"`
-	Hosts      []string `json:"hosts"`
-	PID        int      `json:"pid"`
-	TLS        *tlsInfo `json:"tls,omitempty"`
-	Users      []string `json:"users,omitempty"` // names, in the admin database
-	Compressor []string `json:"compressors"`     // those the server accepts
+	URI         string   `json:"uri"`
+	Control     string   `json:"control"`
+	Topology    string   `json:"topology"` // "standalone" or "replicaSet"
+	SetName     string   `json:"setName,omitempty"`
+	Hosts       []string `json:"hosts"`
+	PID         int      `json:"pid"`
+	TLS         *tlsInfo `json:"tls,omitempty"`
+	Users       []string `json:"users,omitempty"` // names, in the admin database
+	Compressors []string `json:"compressors"`     // those the server accepts
 }
 
 // tlsInfo are the TLS files of -info-file.
@@ -96,13 +96,13 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 	if o.members > 0 {
 		d.rs, err = mongotest.StartReplicaSet(o.setName, o.members, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("starting the replica set: %w", err)
+			return nil, fmt.Errorf("starting the replica set: %s", plain(err))
 		}
 		d.servers = d.rs.Members()
 	} else {
 		srv, err := mongotest.Start(opts...)
 		if err != nil {
-			return nil, fmt.Errorf("starting the server: %w", err)
+			return nil, fmt.Errorf("starting the server: %s", plain(err))
 		}
 		d.servers = []*mongotest.Server{srv}
 	}
@@ -110,7 +110,7 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 	// all.
 	for _, u := range o.users {
 		if err := d.servers[0].AddUser("admin", u.name, u.password); err != nil {
-			return nil, fmt.Errorf("-user %s: %w", u.name, err)
+			return nil, fmt.Errorf("-user %s: %s", u.name, plain(err))
 		}
 	}
 	d.uri = d.buildURI()
@@ -203,8 +203,9 @@ func (d *deployment) serve(ctx context.Context, stdin io.Reader, stdout, stderr 
 		ReadTimeout:       30 * time.Second,
 		// A step-down waits for the writes it interrupts: up to
 		// stepDownTimeout, and the reply then.
-		WriteTimeout: stepDownTimeout + 10*time.Second,
-		IdleTimeout:  time.Minute,
+		WriteTimeout:   stepDownTimeout + 10*time.Second,
+		IdleTimeout:    time.Minute,
+		MaxHeaderBytes: maxBody,
 	}
 	d.httpDone = make(chan error, 1)
 	go func() { d.httpDone <- d.httpSrv.Serve(d.ctlLn) }()
@@ -256,15 +257,15 @@ func (d *deployment) serve(ctx context.Context, stdin io.Reader, stdout, stderr 
 func (d *deployment) writeFiles() error {
 	if d.o.infoFile != "" {
 		in := info{
-			URI:        d.uri,
-			Control:    d.ctlURL,
-			Topology:   "standalone",
-			Hosts:      d.hosts(),
-			PID:        os.Getpid(),
-			Compressor: d.o.compressors,
+			URI:         d.uri,
+			Control:     d.ctlURL,
+			Topology:    "standalone",
+			Hosts:       d.hosts(),
+			PID:         os.Getpid(),
+			Compressors: d.o.compressors,
 		}
 		if !d.o.setCompressors {
-			in.Compressor = []string{"snappy", "zlib", "zstd"} // mongotest's default
+			in.Compressors = []string{"snappy", "zlib", "zstd"} // mongotest's default
 		}
 		if d.rs != nil {
 			in.Topology, in.SetName = "replicaSet", d.rs.Name()
@@ -353,6 +354,12 @@ func writeFileAtomic(path string, data []byte) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// plain is the message of err, an error of the mongotest package, without
+// the package's name, which the command's messages start with already.
+func plain(err error) string {
+	return strings.TrimPrefix(err.Error(), "mongotest: ")
 }
 
 // isDir reports whether path is a directory.
