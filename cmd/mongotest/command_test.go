@@ -155,11 +155,24 @@ func startCommand(t *testing.T, args ...string) *command {
 			t.Fatalf("mongotest %q printed no URI and control URL in %v; stderr:\n%s", args, testTimeout, c.stderr)
 		}
 	}
+	// Nothing more comes on stdout: what does is reported when the test
+	// ends (not from the goroutine, which may outlive the test).
+	var mu sync.Mutex
+	var extra []string
 	go func() {
 		for line := range lines {
-			t.Errorf("mongotest printed %q after its start", line)
+			mu.Lock()
+			extra = append(extra, line)
+			mu.Unlock()
 		}
 	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(extra) > 0 {
+			t.Errorf("mongotest printed after its start: %q", extra)
+		}
+	})
 	return c
 }
 
