@@ -51,6 +51,7 @@ type config struct {
 	// cluster's shards share with its mongoses.
 	shardMembers int
 	users        *users
+	ports        []int // WithPorts's, by member
 }
 
 func defaultConfig() config {

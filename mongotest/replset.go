@@ -246,7 +246,7 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 		}
 	}
 	for i := range n {
-		addr := "127.0.0.1:0"
+		addr := cfg.listenAddr(i)
 		if cfg.network != nil && advertised != nil {
 			addr = advertised[i] // on a Network, a member listens where it says it is
 		}

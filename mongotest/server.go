@@ -92,7 +92,7 @@ func Start(opts ...Option) (*Server, error) {
 	if cfg.advertised != nil {
 		return nil, errors.New("mongotest: WithAdvertisedHosts names the members of a replica set: use it with StartReplicaSet or WithReplicaSet")
 	}
-	ln, err := cfg.listen("127.0.0.1:0")
+	ln, err := cfg.listen(cfg.listenAddr(0))
 	if err != nil {
 		return nil, err
 	}

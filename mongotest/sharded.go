@@ -65,7 +65,8 @@ type ShardedCluster struct {
 // "shard0", "shard1"... of WithShardMembers members (1 by default), every
 // server on its own port of 127.0.0.1 (or on the Network of WithNetwork).
 // The options apply to every server (TLS, compressors, wire versions,
-// transaction lifetime); WithReplicaSet, WithMongos, WithLoadBalanced,
+// transaction lifetime); WithPorts gives the mongoses' ports, then the
+// shards' members', shard after shard; WithReplicaSet, WithMongos, WithLoadBalanced,
 // WithMember and WithAdvertisedHosts do not apply.
 //
 // A mongos's hello says msg: "isdbgrid", as mongos's does; see this file's
@@ -87,9 +88,15 @@ func StartShardedCluster(mongoses, shards int, opts ...Option) (*ShardedCluster,
 	}
 	sc := &ShardedCluster{}
 	users := &users{}
-	shardCfg := cfg
-	shardCfg.users = users
 	for k := range shards {
+		// WithPorts gives the mongoses' ports first, then each shard's
+		// members', shard after shard.
+		shardCfg := cfg
+		shardCfg.users = users
+		shardCfg.ports = nil
+		if from := mongoses + k*cfg.shardMembers; from < len(cfg.ports) {
+			shardCfg.ports = cfg.ports[from:min(len(cfg.ports), from+cfg.shardMembers)]
+		}
 		rs, err := startReplicaSet(fmt.Sprintf("shard%d", k), cfg.shardMembers, shardCfg)
 		if err != nil {
 			sc.Close()
@@ -99,8 +106,8 @@ func StartShardedCluster(mongoses, shards int, opts ...Option) (*ShardedCluster,
 	}
 	mcfg := cfg
 	mcfg.mongos = true
-	for range mongoses {
-		ln, err := cfg.listen("127.0.0.1:0")
+	for i := range mongoses {
+		ln, err := cfg.listen(cfg.listenAddr(i))
 		if err != nil {
 			sc.Close()
 			return nil, err

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// maxMembers is the largest replica set, as mongod (and mongotest) have it.
+const maxMembers = 50
+
+// settings are the command's flags, checked.
+type settings struct {
+	members     int    // 0: a standalone
+	setName     string // the replica set's name
+	port        int    // the first server's port; 0: free ports
+	controlPort int    // 0: a free port
+	uriFile     string
+	infoFile    string
+	users       []user
+
+	tls            bool   // -tls, or implied by -tls-cert or -tls-dir
+	tlsDir         string // where generated files go; "" for a temporary directory
+	tlsCert        string // given certificate and key, rather than generated
+	tlsKey         string
+	tlsCA          string
+	compressors    []string // nil: mongotest's default (all)
+	setCompressors bool     // -compressors was given, "none" included
+
+	exitOnEOF bool
+}
+
+// user is a user of -user, created in the admin database.
+type user struct{ name, password string }
+
+const usageText = `Usage: mongotest [flags]
+
+Runs an in-process MongoDB server (mongotest) for test suites of any language:
+a standalone, or a replica set with -replset N, on 127.0.0.1. Prints the
+connection string as the first line of standard output once everything is up,
+then "tls-dir: DIR" when -tls generated certificates, and "control: URL".
+Stops, exiting with 0, on SIGINT, SIGTERM, POST /shutdown to the control
+endpoint, or the end of standard input with -exit-on-eof.
+
+Control endpoint (JSON; member indexes from 0):
+  GET  /status                    members, their state, and the primary
+  GET  /stats[?member=i]          what each server saw (commands, compression)
+  POST /stepdown[?next=i|none]    step the primary down and elect another
+                                  member (the next one; none: no election)
+  POST /elect?member=i            POST /stop?member=i     POST /restart?member=i
+  POST /partition?member=i        POST /heal?member=i
+  POST /lag?member=i&ms=N         member i reports a lastWrite N ms behind
+  POST /failpoint[?member=i]      body: {"configureFailPoint": "failCommand",
+                                  "mode": ..., "data": ...} (default: primary)
+  POST /shutdown
+
+Flags:
+`
+
+// parseFlags parses and checks the command's arguments. Its errors name the
+// flag at fault; -h prints the usage to stderr and returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (*settings, error) {
+	o := &settings{}
+	fs := flag.NewFlagSet("mongotest", flag.ContinueOnError)
+	// The flag package prints the whole usage at every error: it is kept
+	// quiet, so that a bad flag gets one line that says what is wrong, and
+	// the usage is printed for -h only.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.IntVar(&o.members, "replset", 0, "start a replica set of `N` members (1 to 50) rather than a standalone")
+	fs.StringVar(&o.setName, "name", "rs0", "the replica set's `name` (with -replset)")
+	fs.IntVar(&o.port, "port", 0, "listen on port `P` (the members of a replica set on P, P+1, ...); default: free ports")
+	fs.IntVar(&o.controlPort, "control-port", 0, "the control endpoint's `port` on 127.0.0.1; default: a free port")
+	fs.StringVar(&o.uriFile, "uri-file", "", "write the connection string to `file`, atomically, once everything is up")
+	fs.StringVar(&o.infoFile, "info-file", "", "write the connection string, the control URL, the hosts and the TLS files as JSON to `file`")
+	fs.Func("user", "create the user `name:password` in the admin database (repeatable); the first one goes in the connection string", func(s string) error {
+		name, password, ok := strings.Cut(s, ":")
+		switch {
+		case !ok:
+			return errors.New("want name:password")
+		case name == "":
+			return errors.New("the user name is empty")
+		case password == "":
+			return errors.New("the password is empty")
+		}
+		if slices.ContainsFunc(o.users, func(u user) bool { return u.name == name }) {
+			return fmt.Errorf("user %q is given twice", name)
+		}
+		o.users = append(o.users, user{name, password})
+		return nil
+	})
+	fs.BoolVar(&o.tls, "tls", false, "accept TLS connections only, with a CA and certificates generated into -tls-dir (or -tls-cert, -tls-key)")
+	fs.StringVar(&o.tlsDir, "tls-dir", "", "the `directory` where -tls writes ca.pem, server.pem and client.pem (created if missing, kept at exit); default: a temporary one, removed at exit")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "the server's certificate `file` (PEM), rather than a generated one; implies -tls")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the `file` of -tls-cert's private key (PEM)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "a CA `file` (PEM) that clients trust for -tls-cert, given in the connection string as tlsCAFile, and that verifies client certificates")
+	compressors := fs.String("compressors", "", "the wire compressors the server accepts, a comma-separated `list` of zstd, zlib, snappy, or none; default: all three (a client asks with its own compressors option)")
+	mongos := fs.Int("mongos", 0, "a sharded cluster of `N` mongos (not implemented yet)")
+	shards := fs.Int("shards", 0, "a sharded cluster of `K` shards (not implemented yet)")
+	fs.BoolVar(&o.exitOnEOF, "exit-on-eof", false, "stop when standard input ends (its pipe's other end closed: the parent died)")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprint(stderr, usageText)
+			fs.PrintDefaults()
+		}
+		return nil, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: mongotest takes flags only", fs.Arg(0))
+	}
+	if given["mongos"] || given["shards"] {
+		if *mongos < 0 || *shards < 0 {
+			return nil, errors.New("-mongos and -shards take a count")
+		}
+		return nil, errors.New("-mongos/-shards: a sharded cluster is not implemented yet (mongotest has no sharded cluster): use -replset N for a replica set")
+	}
+	switch {
+	case o.members < 0 || o.members > maxMembers:
+		return nil, fmt.Errorf("-replset %d: a replica set has 1 to %d members (0, the default, is a standalone)", o.members, maxMembers)
+	case given["name"] && o.members == 0:
+		return nil, errors.New("-name names a replica set: give -replset N too")
+	case o.setName == "":
+		return nil, errors.New("-name: the replica set needs a name")
+	case strings.ContainsAny(o.setName, "/&?#,= "):
+		return nil, fmt.Errorf("-name %q: a replica set name has no '/', '&', '?', '#', ',', '=' or space", o.setName)
+	}
+	last := o.port + max(o.members, 1) - 1
+	switch {
+	case o.port < 0 || o.port > 65535:
+		return nil, fmt.Errorf("-port %d: a port is 1 to 65535 (0, the default, takes free ports)", o.port)
+	case o.port > 0 && last > 65535:
+		return nil, fmt.Errorf("-port %d: the %d members need ports up to %d, beyond 65535", o.port, o.members, last)
+	case o.controlPort < 0 || o.controlPort > 65535:
+		return nil, fmt.Errorf("-control-port %d: a port is 1 to 65535 (0, the default, takes a free port)", o.controlPort)
+	case o.port > 0 && o.controlPort >= o.port && o.controlPort <= last:
+		return nil, fmt.Errorf("-control-port %d is one of the servers' ports (%d to %d)", o.controlPort, o.port, last)
+	}
+	if o.uriFile != "" && o.uriFile == o.infoFile {
+		return nil, errors.New("-uri-file and -info-file name the same file")
+	}
+
+	switch {
+	case (o.tlsCert == "") != (o.tlsKey == ""):
+		return nil, errors.New("-tls-cert and -tls-key go together")
+	case o.tlsCA != "" && o.tlsCert == "":
+		return nil, errors.New("-tls-ca goes with -tls-cert and -tls-key (a generated CA is in -tls-dir)")
+	case o.tlsDir != "" && o.tlsCert != "":
+		return nil, errors.New("-tls-dir is where generated certificates go: it does not go with -tls-cert")
+	}
+	o.tls = o.tls || o.tlsCert != "" || o.tlsDir != ""
+
+	if given["compressors"] {
+		o.setCompressors = true
+		c, err := parseCompressors(*compressors)
+		if err != nil {
+			return nil, fmt.Errorf("-compressors %q: %w", *compressors, err)
+		}
+		o.compressors = c
+	}
+	return o, nil
+}
+
+// parseCompressors parses -compressors: names among zstd, zlib and snappy,
+// or "none" alone for no compression at all.
+func parseCompressors(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "none" {
+		return []string{}, nil
+	}
+	var out []string
+	for name := range strings.SplitSeq(s, ",") {
+		name = strings.TrimSpace(name)
+		switch name {
+		case "zstd", "zlib", "snappy":
+		case "":
+			return nil, errors.New("an empty name in the list (for no compression, say none)")
+		default:
+			return nil, fmt.Errorf("unknown compressor %q (known: zstd, zlib, snappy; or none)", name)
+		}
+		if slices.Contains(out, name) {
+			return nil, fmt.Errorf("%s is given twice", name)
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseFlagsErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{"-replset", "-1"}, "-replset -1: a replica set has 1 to 50 members"},
+		{[]string{"-replset", "51"}, "1 to 50 members"},
+		{[]string{"-replset", "three"}, `invalid value "three" for flag -replset`},
+		{[]string{"-name", "x"}, "-name names a replica set: give -replset N too"},
+		{[]string{"-replset", "3", "-name", ""}, "the replica set needs a name"},
+		{[]string{"-replset", "3", "-name", "a/b"}, "a replica set name has no"},
+		{[]string{"-port", "70000"}, "-port 70000: a port is 1 to 65535"},
+		{[]string{"-port", "-3"}, "-port -3"},
+		{[]string{"-port", "65535", "-replset", "2"}, "the 2 members need ports up to 65536"},
+		{[]string{"-control-port", "65536"}, "-control-port 65536"},
+		{[]string{"-port", "30000", "-replset", "3", "-control-port", "30002"}, "-control-port 30002 is one of the servers' ports (30000 to 30002)"},
+		{[]string{"-uri-file", "f", "-info-file", "f"}, "name the same file"},
+		{[]string{"-user", "alice"}, `invalid value "alice" for flag -user: want name:password`},
+		{[]string{"-user", ":pw"}, "the user name is empty"},
+		{[]string{"-user", "alice:"}, "the password is empty"},
+		{[]string{"-user", "a:1", "-user", "a:2"}, `user "a" is given twice`},
+		{[]string{"-tls-cert", "c.pem"}, "-tls-cert and -tls-key go together"},
+		{[]string{"-tls-ca", "ca.pem"}, "-tls-ca goes with -tls-cert"},
+		{[]string{"-tls-dir", "d", "-tls-cert", "c", "-tls-key", "k"}, "-tls-dir is where generated certificates go"},
+		{[]string{"-compressors", "lz4"}, `unknown compressor "lz4"`},
+		{[]string{"-compressors", "zlib,zlib"}, "zlib is given twice"},
+		{[]string{"-compressors", ""}, "an empty name"},
+		{[]string{"-compressors", "zlib,,zstd"}, "an empty name"},
+		{[]string{"-mongos", "2", "-shards", "2"}, "a sharded cluster is not implemented yet"},
+		{[]string{"-shards", "1"}, "not implemented yet"},
+		{[]string{"-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	}
+	for _, c := range cases {
+		var stderr bytes.Buffer
+		_, err := parseFlags(c.args, &stderr)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want one with %q", c.args, err, c.want)
+		}
+		// The error is the caller's to print, once: the flag package's own
+		// printing (the whole usage at every error) is off.
+		if stderr.Len() > 0 {
+			t.Errorf("%q: printed %q", c.args, stderr.String())
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	o, err := parseFlags([]string{
+		"-replset", "3", "-name", "set1", "-port", "30000", "-control-port", "30100",
+		"-user", "alice:pa:ss", "-user", "bob:pw", "-tls", "-compressors", "zstd, zlib",
+		"-exit-on-eof", "-uri-file", "u", "-info-file", "i",
+	}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings{
+		members: 3, setName: "set1", port: 30000, controlPort: 30100,
+		uriFile: "u", infoFile: "i",
+		users: []user{{"alice", "pa:ss"}, {"bob", "pw"}}, // a password may hold ':'
+		tls:   true, compressors: []string{"zstd", "zlib"}, setCompressors: true,
+		exitOnEOF: true,
+	}
+	if o.members != want.members || o.setName != want.setName || o.port != want.port ||
+		o.controlPort != want.controlPort || o.uriFile != want.uriFile || o.infoFile != want.infoFile ||
+		!slices.Equal(o.users, want.users) || o.tls != want.tls || !slices.Equal(o.compressors, want.compressors) ||
+		o.setCompressors != want.setCompressors || o.exitOnEOF != want.exitOnEOF {
+		t.Errorf("parsed %+v\nwant %+v", *o, want)
+	}
+
+	// The defaults: a standalone on free ports, every compressor.
+	o, err = parseFlags(nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.members != 0 || o.port != 0 || o.controlPort != 0 || o.tls || o.setCompressors || o.setName != "rs0" {
+		t.Errorf("defaults: %+v", *o)
+	}
+
+	// none: no compression at all, which is not the default.
+	o, err = parseFlags([]string{"-compressors", "none"}, &bytes.Buffer{})
+	if err != nil || !o.setCompressors || o.compressors == nil || len(o.compressors) != 0 {
+		t.Errorf("-compressors none: %+v, %v", o, err)
+	}
+	// -tls-dir and -tls-cert imply -tls.
+	for _, args := range [][]string{{"-tls-dir", "d"}, {"-tls-cert", "c", "-tls-key", "k"}} {
+		if o, err := parseFlags(args, &bytes.Buffer{}); err != nil || !o.tls {
+			t.Errorf("%q: %+v, %v; want TLS", args, o, err)
+		}
+	}
+}
+
+func TestParseFlagsHelp(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, &stderr)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"Usage: mongotest [flags]", "POST /stepdown", "-replset N", "-uri-file file", "-exit-on-eof"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("the usage lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestEscapeURI(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		path bool
+		want string
+	}{
+		{"alice", false, "alice"},
+		{"p@ss:w/rd?#[]%", false, "p%40ss%3Aw%2Frd%3F%23%5B%5D%25"},
+		{"/tmp/a b/ca.pem", true, "/tmp/a%20b/ca.pem"},
+		{"é", false, "%C3%A9"},
+		{"A-Z_a.z~09", false, "A-Z_a.z~09"},
+		{"rs0&replicaSet=x", false, "rs0%26replicaSet%3Dx"},
+	} {
+		if got := escapeURI(c.in, c.path); got != c.want {
+			t.Errorf("escapeURI(%q, %v) = %q, want %q", c.in, c.path, got, c.want)
+		}
+	}
+}
