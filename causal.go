@@ -73,21 +73,26 @@ func (c *Client) noteTimes(o *operation, reply bson.Raw, err error) {
 	if !bytes.Contains(reply, clusterTimeKey) && !bytes.Contains(reply, operationTimeKey) {
 		return
 	}
-	ct, hasCT := bson.Raw(nil), false
 	if d, ok := reply.Lookup("$clusterTime").DocumentOK(); ok {
-		ct, hasCT = d, true
-	}
-	var parsed *clusterTime
-	if hasCT {
-		if p, ok := parseClusterTime(ct); ok {
-			parsed = p
-			advanceClusterTime(&c.clusterTime, p)
+		if t, i, ok := d.Lookup("clusterTime").TimestampOK(); ok {
+			// Most replies carry the time the client knows already:
+			// those cost no copy.
+			ts := bson.Timestamp{T: t, I: i}
+			var parsed *clusterTime
+			later := func(cur *clusterTime) bool { return cur == nil || ts.After(cur.ts) }
+			if later(c.clusterTime.Load()) {
+				parsed = &clusterTime{ts: ts, doc: slices.Clone(d)}
+				advanceClusterTime(&c.clusterTime, parsed)
+			}
+			if s := o.explicit; s != nil && later(s.clusterTime.Load()) {
+				if parsed == nil {
+					parsed = &clusterTime{ts: ts, doc: slices.Clone(d)}
+				}
+				advanceClusterTime(&s.clusterTime, parsed)
+			}
 		}
 	}
 	if s := o.explicit; s != nil {
-		if parsed != nil {
-			advanceClusterTime(&s.clusterTime, parsed)
-		}
 		if t, i, ok := reply.Lookup("operationTime").TimestampOK(); ok {
 			s.AdvanceOperationTime(bson.Timestamp{T: t, I: i})
 		}

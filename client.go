@@ -640,7 +640,8 @@ func (c *Client) numberOp(o *operation) {
 func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connection.Conn, o *operation) (bson.Raw, error) {
 	desc := c.topo.Description()
 	sd, _ := desc.Server(s.Address())
-	var fields []field
+	var buf [8]field // the most fields a command gets: no allocation
+	fields := buf[:0]
 	if rp, ok := readPrefField(desc.Type, sd.Type, o); ok {
 		fields = append(fields, field{"$readPreference", docValue(rp)})
 	}

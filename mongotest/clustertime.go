@@ -17,6 +17,10 @@ import (
 // keeps a heartbeat's reply within the logging specification's default
 // document length, as the logging tests expect of it.
 
+// zeroHash is the signature hash of a cluster time without keys; never
+// modified.
+var zeroHash = bson.Binary{Subtype: 0, Data: make([]byte, 20)}
+
 // clusterTimeFields returns the $clusterTime and operationTime of the reply
 // to req, nil where the server gives none.
 func (s *Server) clusterTimeFields(req *request) []bson.E {
@@ -31,7 +35,7 @@ func (s *Server) clusterTimeFields(req *request) []bson.E {
 		{Key: "$clusterTime", Value: bson.D{
 			{Key: "clusterTime", Value: ts},
 			{Key: "signature", Value: bson.D{
-				{Key: "hash", Value: bson.Binary{Subtype: 0, Data: make([]byte, 20)}},
+				{Key: "hash", Value: zeroHash},
 				{Key: "keyId", Value: int64(0)},
 			}},
 		}},
