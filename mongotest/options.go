@@ -47,6 +47,8 @@ type config struct {
 	network        *Network       // WithNetwork's; nil for TCP
 	// transactionLifetime is WithTransactionLifetime's.
 	transactionLifetime time.Duration
+	// jsTimeout is WithJavaScriptTimeout's.
+	jsTimeout time.Duration
 }
 
 func defaultConfig() config {
@@ -54,6 +56,7 @@ func defaultConfig() config {
 		maxWireVersion:      DefaultMaxWireVersion,
 		compressors:         []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
 		transactionLifetime: defaultTransactionLifetime,
+		jsTimeout:           DefaultJavaScriptTimeout,
 	}
 }
 
