@@ -79,6 +79,14 @@ func TestWhereDriver(t *testing.T) {
 		wantDocs(t, tc.what, whereIDs(t, coll, tc.filter), tc.want...)
 	}
 
+	// sleep waits as long as it is told: the specifications' tests hold a
+	// connection with it.
+	began := time.Now()
+	wantDocs(t, "sleep(100)", whereIDs(t, coll, where("sleep(100) || this.x == 1")), one)
+	if d := time.Since(began); d < 3*100*time.Millisecond {
+		t.Errorf("three sleep(100) took %v", d)
+	}
+
 	// The commands that take a query filter run it: count, distinct,
 	// update, delete and findAndModify.
 	db := coll.Database()
