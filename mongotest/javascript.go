@@ -142,7 +142,7 @@ type jsRun struct {
 // made only if a call comes.
 func newJSRun(req *request) *jsRun {
 	r := &jsRun{req: req, limit: DefaultJavaScriptTimeout}
-	if req.conn != nil && req.conn.srv != nil {
+	if req.conn != nil && req.conn.srv != nil && req.conn.srv.cfg.jsTimeout > 0 {
 		r.limit = req.conn.srv.cfg.jsTimeout
 	}
 	if v, err := req.body.LookupErr("maxTimeMS"); err == nil && isNumber(v) && floatOf(v) > 0 {
