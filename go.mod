@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/dlclark/regexp2/v2 v2.13.0
+	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
 	github.com/klauspost/compress v1.20.3
 	github.com/xdg-go/scram v1.4.0
 	github.com/xdg-go/stringprep v1.0.4
@@ -11,6 +12,8 @@ require (
 )
 
 require (
+	github.com/go-sourcemap/sourcemap v2.1.3+incompatible // indirect
+	github.com/google/pprof v0.0.0-20230207041349-798e818bf904 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect

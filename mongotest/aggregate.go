@@ -73,7 +73,8 @@ func (s *Server) aggregate(req *request) (bson.D, error) {
 	if pv.Type != bson.TypeArray {
 		return nil, errorf(codeTypeMismatch, "'pipeline' option must be specified as an array")
 	}
-	stages, err := parsePipeline(arrayValues(pv))
+	js := newJSRun(req)
+	stages, err := parsePipeline(arrayValues(pv), js)
 	if err != nil {
 		return nil, err
 	}
@@ -92,12 +93,16 @@ func (s *Server) aggregate(req *request) (bson.D, error) {
 		if docs, err = st(docs); err != nil {
 			return nil, err
 		}
+		if err := js.err(); err != nil {
+			return nil, err // a $function failed
+		}
 	}
 	return s.firstBatch(&cursor{ns: req.db + "." + coll, docs: docs, left: -1}, batchSize, false), nil
 }
 
-// parsePipeline compiles the stages of a pipeline.
-func parsePipeline(specs []bson.RawValue) ([]stage, error) {
+// parsePipeline compiles the stages of a pipeline, whose JavaScript runs
+// in js.
+func parsePipeline(specs []bson.RawValue, js *jsRun) ([]stage, error) {
 	if len(specs) > maxPipelineStages {
 		return nil, errorf(7749501, "Pipeline length must be no longer than %d stages.", maxPipelineStages)
 	}
@@ -108,7 +113,7 @@ func parsePipeline(specs []bson.RawValue) ([]stage, error) {
 		if !ok || len(elems) != 1 {
 			return nil, errorf(codeStageOneField, "A pipeline stage specification object must contain exactly one field.")
 		}
-		st, err := parseStage(elems[0].Key(), elems[0].Value())
+		st, err := parseStage(elems[0].Key(), elems[0].Value(), js)
 		if err != nil {
 			return nil, err
 		}
@@ -118,14 +123,16 @@ func parsePipeline(specs []bson.RawValue) ([]stage, error) {
 }
 
 // parseStage compiles one stage.
-func parseStage(name string, v bson.RawValue) (stage, error) {
+func parseStage(name string, v bson.RawValue, js *jsRun) (stage, error) {
 	switch name {
 	case "$match":
 		d, ok := v.DocumentOK()
 		if !ok {
 			return nil, errorf(15959, "the match filter must be an expression in an object")
 		}
-		f, err := parseFilter(d)
+		// $match takes $expr, but no $where (mongod's
+		// Pipeline::kAllowedMatcherFeatures).
+		f, err := parseFilterWith(d, filterFeatures{js: js, expr: true})
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +166,7 @@ func parseStage(name string, v bson.RawValue) (stage, error) {
 	case "$count":
 		return parseCount(v)
 	case "$group":
-		return parseGroup(v)
+		return parseGroup(v, js)
 	case "$project":
 		d, ok := v.DocumentOK()
 		if !ok {
@@ -168,7 +175,7 @@ func parseStage(name string, v bson.RawValue) (stage, error) {
 		if len(d) <= 5 {
 			return nil, errorf(codeProjectionEmpty, "Invalid $project :: caused by :: projection specification must have at least one field")
 		}
-		p, err := parseProjection(d)
+		p, err := parseProjectionJS(d, js)
 		if err != nil {
 			return nil, err
 		}
@@ -199,11 +206,11 @@ func parseStage(name string, v bson.RawValue) (stage, error) {
 		}
 		return projectStage(p), nil
 	case "$addFields", "$set":
-		return parseAddFields(name, v)
+		return parseAddFields(name, v, js)
 	case "$unwind":
 		return parseUnwind(v)
 	case "$replaceRoot", "$replaceWith":
-		return parseReplaceRoot(name, v)
+		return parseReplaceRoot(name, v, js)
 	}
 	if mongodStages[name] {
 		return nil, errorf(codeBadValue, "mongotest does not implement the %s stage", name)
@@ -272,7 +279,7 @@ func parseCount(v bson.RawValue) (stage, error) {
 
 // parseAddFields compiles $addFields and $set: each field is set to its
 // expression; a nested object sets fields within the document there.
-func parseAddFields(name string, v bson.RawValue) (stage, error) {
+func parseAddFields(name string, v bson.RawValue, js *jsRun) (stage, error) {
 	d, ok := v.DocumentOK()
 	if !ok {
 		return nil, errorf(40272, "%s specification stage must be an object, got %s", name, typeName(v.Type))
@@ -303,7 +310,7 @@ func parseAddFields(name string, v bson.RawValue) (stage, error) {
 				}
 				continue
 			}
-			x, err := compileExpr(e.Value(), 0)
+			x, err := compileExprJS(e.Value(), 0, js)
 			if err != nil {
 				return err
 			}
@@ -450,7 +457,7 @@ func parseUnwind(v bson.RawValue) (stage, error) {
 
 // parseReplaceRoot compiles $replaceRoot {newRoot: expr} and $replaceWith
 // expr.
-func parseReplaceRoot(name string, v bson.RawValue) (stage, error) {
+func parseReplaceRoot(name string, v bson.RawValue, js *jsRun) (stage, error) {
 	spec := v
 	if name == "$replaceRoot" {
 		d, ok := v.DocumentOK()
@@ -463,7 +470,7 @@ func parseReplaceRoot(name string, v bson.RawValue) (stage, error) {
 		}
 		spec = nr
 	}
-	x, err := compileExpr(spec, 0)
+	x, err := compileExprJS(spec, 0, js)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func TestCommandErrors(t *testing.T) {
 		{"bad collection", cmd("x", bson.E{Key: "find", Value: 1}), 73, "InvalidNamespace", ""},
 		{"negative batchSize", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "batchSize", Value: -1}), 2, "BadValue", ""},
 		{"unknown operator", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "a", Value: bson.D{{Key: "$frob", Value: 1}}}}}), 2, "BadValue", "unknown operator: $frob"},
-		{"operator not implemented", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "$expr", Value: bson.D{}}}}), 2, "BadValue", "mongotest does not implement the query operator $expr"},
+		{"operator not implemented", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "filter", Value: bson.D{{Key: "$text", Value: bson.D{{Key: "$search", Value: "x"}}}}}), 2, "BadValue", "mongotest does not implement the query operator $text"},
 		{"unknown find option", cmd("x", bson.E{Key: "find", Value: "c"}, bson.E{Key: "projecton", Value: bson.D{}}), 40415, "IDLUnknownField", "BSON field 'find.projecton' is an unknown field."},
 		{"unknown update statement field", cmd("x", bson.E{Key: "update", Value: "c"}, bson.E{Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{}}, {Key: "mutli", Value: true}}}}), 40415, "IDLUnknownField", "BSON field 'update.updates.mutli' is an unknown field."},
 		{"aggregate without cursor", cmd("x", bson.E{Key: "aggregate", Value: "c"}, bson.E{Key: "pipeline", Value: bson.A{}}), 9, "FailedToParse", "The 'cursor' option is required, except for aggregate with the explain argument"},

@@ -37,6 +37,8 @@
 //     through regexp2, each match bounded in time) $not $and $or $nor, dotted
 //     paths and array elements, and values compared in MongoDB's order of
 //     BSON types, numbers by value whatever their type;
+//   - server-side JavaScript (see below): $where, $expr with $function,
+//     $function in aggregate's stages and $accumulator in $group;
 //   - read and write concerns, parsed and checked as mongod checks them: a
 //     standalone refuses w > 1, a replica set reports a w it cannot satisfy
 //     as a writeConcernError (UnsatisfiableWriteConcern,
@@ -51,7 +53,7 @@
 // What it does not implement it refuses, rather than answer wrongly: an
 // unknown command fails with CommandNotFound (59); an operator, stage,
 // option or expression MongoDB has and this package does not ($lookup,
-// $expr, collations, ...) fails with BadValue (2) saying so;
+// $add, collations, ...) fails with BadValue (2) saying so;
 // one MongoDB does not have either fails as mongod fails it ("unknown
 // operator: $foo", "Unrecognized pipeline stage name", an unknown field of
 // a command). Queries scan the collection (but for one on _id), which gives
@@ -77,6 +79,55 @@
 // step-down or its lifetime limit (WithTransactionLifetime, 60 seconds by
 // default); OperationNotSupportedInTransaction (263) for commands that do
 // not run in one. A standalone refuses them, as mongod does.
+//
+// # JavaScript
+//
+// Server-side JavaScript runs where mongod runs it, in goja (an interpreter
+// written in Go) rather than SpiderMonkey:
+//
+//   - $where, a string or BSON JavaScript, in the filters of find, count,
+//     distinct, update, delete and findAndModify, at their top level (or in
+//     $and, $or and $nor there), with this and obj the document; refused as
+//     mongod refuses it in $elemMatch ("$where can only be applied to the
+//     top-level document"), on a field ("unknown operator: $where") and in
+//     aggregation's $match, so in countDocuments ("$where is not allowed in
+//     this context");
+//   - $expr in those filters and in $match, with the expressions mongotest
+//     implements (field paths, literals, $function): it matches when the
+//     value is true as aggregation counts it;
+//   - $function {body, args, lang: "js"} in the expressions of aggregate's
+//     stages and of $expr (not of find's projection, refused), and
+//     $accumulator {init, initArgs, accumulate, accumulateArgs, merge,
+//     finalize, lang} in $group, with mongod's parse errors (31260-31432,
+//     4544701-4544712); merge is never called, as on a mongod that does not
+//     spill a group to disk.
+//
+// Code is taken as mongod takes it: a function, or statements whose last
+// expression is returned ("this.x > 1", "var y = 2; y == this.x"), or a
+// body with a return. A document reaches JavaScript as mongod's shell types
+// show it: numbers for doubles and int32s, NumberLong and NumberDecimal
+// objects, Date, RegExp, ObjectId (with str, equals, getTimestamp), BinData,
+// Timestamp, MinKey, MaxKey, Code, arrays and objects in field order; the
+// constructors of these types are globals, with sleep(ms) and print. Results
+// go back as mongod converts them: new numbers are doubles, the fields of a
+// document from BSON keep their int32s. A syntax error, or an exception,
+// fails with JSInterpreterFailure (139), its message and stack.
+//
+// Each call into JavaScript (one document's $where, one $function, one
+// group's accumulation) is watched, and stopped, as mongod stops it: at the
+// command's maxTimeMS (MaxTimeMSExpired, 50), at WithJavaScriptTimeout's
+// limit (Interrupted, 11601; 60 seconds by default, mongod's
+// internalQueryJavaScriptFnTimeoutMillis), so that while (true) {} ends, when
+// a replica set member steps down during the write (11602), when the server
+// closes, and when the client hangs up: sleep(ms) waits no longer either.
+// An interruption fails a whole update or delete command, as in mongod.
+// Stats.JavaScriptRunning and Stats.JavaScriptInterrupted report the calls
+// running and those stopped. There is no killOp (mongotest has no
+// currentOp or killOp), no db.system.js functions, and no memory limit
+// beyond the recursion's. A read (find, count, distinct) matches a filter
+// with JavaScript outside the store's lock, so that a sleeping $where holds
+// up no other command, as mongod yields; a write's $where holds the store
+// while it runs, and the other commands wait for it.
 //
 // # Replica sets
 //

@@ -9,7 +9,8 @@ import (
 // This file implements the part of MongoDB's aggregation expressions that
 // $project, $addFields, $group and find's projection use here: field paths
 // ("$a.b"), the variables $$ROOT, $$CURRENT and $$REMOVE, literals, objects
-// and arrays of expressions, and $literal. Any other operator ($add,
+// and arrays of expressions, $literal, and $function (javascript_ops.go)
+// in aggregate and in query filters' $expr. Any other operator ($add,
 // $concat, ...) is refused with BadValue as not implemented.
 
 // expression is a compiled aggregation expression.
@@ -90,8 +91,14 @@ func evalPath(v bson.RawValue, path []string) (bson.RawValue, bool) {
 	return bson.RawValue{}, false
 }
 
-// compileExpr compiles the expression v.
+// compileExpr compiles the expression v, where no JavaScript runs.
 func compileExpr(v bson.RawValue, depth int) (expression, error) {
+	return compileExprJS(v, depth, nil)
+}
+
+// compileExprJS compiles the expression v, whose $function calls run in
+// js (nil where mongotest runs none).
+func compileExprJS(v bson.RawValue, depth int, js *jsRun) (expression, error) {
 	if depth > maxQueryDepth {
 		return nil, errorf(codeBadValue, "the expression nests deeper than %d levels", maxQueryDepth)
 	}
@@ -109,8 +116,11 @@ func compileExpr(v bson.RawValue, depth int) (expression, error) {
 			if len(elems) > 1 {
 				return nil, errorf(15983, "an expression specification must contain exactly one field, the name of the expression. Found %d fields in %s", len(elems), formatDoc(d))
 			}
-			if elems[0].Key() == "$literal" {
+			switch elems[0].Key() {
+			case "$literal":
 				return constExpr{elems[0].Value()}, nil
+			case "$function":
+				return compileFunction(elems[0].Value(), depth, js)
 			}
 			return nil, errorf(codeBadValue, "mongotest does not implement the expression operator %s", elems[0].Key())
 		}
@@ -122,7 +132,7 @@ func compileExpr(v bson.RawValue, depth int) (expression, error) {
 			if strings.Contains(e.Key(), ".") {
 				return nil, errorf(16412, "FieldPath field names may not contain '.'. Consider using $getField or $setField.")
 			}
-			x, err := compileExpr(e.Value(), depth+1)
+			x, err := compileExprJS(e.Value(), depth+1, js)
 			if err != nil {
 				return nil, err
 			}
@@ -132,7 +142,7 @@ func compileExpr(v bson.RawValue, depth int) (expression, error) {
 	case bson.TypeArray:
 		var arr arrayExpr
 		for _, e := range arrayValues(v) {
-			x, err := compileExpr(e, depth+1)
+			x, err := compileExprJS(e, depth+1, js)
 			if err != nil {
 				return nil, err
 			}

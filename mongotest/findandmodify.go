@@ -19,7 +19,7 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := filterArg(req.body, "query")
+	f, err := queryFilterArg(req, "query")
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import (
 
 // The $group stage: {_id: expr, field: {accumulator: expr}, ...}, with the
 // accumulators $sum, $avg, $min, $max, $first, $last, $push, $addToSet and
-// $count. The groups come out in the order their first document came in.
+// $count, and $accumulator's JavaScript (javascript_ops.go). The groups
+// come out in the order their first document came in.
 
 // accumulators are the accumulators implemented; mongodAccumulators the
 // others of MongoDB, refused as not implemented.
@@ -21,7 +22,7 @@ var (
 	mongodAccumulators = map[string]bool{
 		"$stdDevPop": true, "$stdDevSamp": true, "$mergeObjects": true, "$top": true, "$topN": true,
 		"$bottom": true, "$bottomN": true, "$firstN": true, "$lastN": true, "$maxN": true, "$minN": true,
-		"$accumulator": true, "$median": true, "$percentile": true, "$concatArrays": true, "$setUnion": true,
+		"$median": true, "$percentile": true, "$concatArrays": true, "$setUnion": true,
 	}
 )
 
@@ -30,10 +31,11 @@ type groupField struct {
 	name string
 	op   string
 	arg  expression
+	js   *jsAccumulator // for $accumulator
 }
 
-// parseGroup compiles $group.
-func parseGroup(v bson.RawValue) (stage, error) {
+// parseGroup compiles $group, whose JavaScript runs in js.
+func parseGroup(v bson.RawValue, js *jsRun) (stage, error) {
 	d, ok := v.DocumentOK()
 	if !ok {
 		return nil, errorf(15947, "a group's fields must be specified in an object")
@@ -43,7 +45,7 @@ func parseGroup(v bson.RawValue) (stage, error) {
 	for _, e := range mustElements(d) {
 		name := e.Key()
 		if name == "_id" {
-			x, err := compileExpr(e.Value(), 0)
+			x, err := compileExprJS(e.Value(), 0, js)
 			if err != nil {
 				return nil, err
 			}
@@ -63,6 +65,13 @@ func parseGroup(v bson.RawValue) (stage, error) {
 		}
 		op := elems[0].Key()
 		switch {
+		case op == "$accumulator":
+			acc, err := parseJSAccumulator(elems[0].Value(), js)
+			if err != nil {
+				return nil, err
+			}
+			fields = append(fields, groupField{name: name, op: op, js: acc})
+			continue
 		case mongodAccumulators[op]:
 			return nil, errorf(codeBadValue, "mongotest does not implement the accumulator %s", op)
 		case !accumulators[op]:
@@ -74,13 +83,13 @@ func parseGroup(v bson.RawValue) (stage, error) {
 				return nil, errorf(codeBadValue, "$count takes no arguments, i.e. $count:{}")
 			}
 		} else {
-			x, err := compileExpr(elems[0].Value(), 0)
+			x, err := compileExprJS(elems[0].Value(), 0, js)
 			if err != nil {
 				return nil, err
 			}
 			arg = x
 		}
-		fields = append(fields, groupField{name, op, arg})
+		fields = append(fields, groupField{name: name, op: op, arg: arg})
 	}
 	if id == nil {
 		return nil, errorf(codeGroupIDRequired, "a group specification must include an _id")
@@ -108,6 +117,12 @@ func parseGroup(v bson.RawValue) (stage, error) {
 				order = append(order, g)
 			}
 			for i, f := range fields {
+				if f.js != nil {
+					if err := f.js.add(&g.accs[i], doc); err != nil {
+						return nil, err
+					}
+					continue
+				}
 				val, ok := f.arg.eval(doc)
 				if err := g.accs[i].add(val, ok); err != nil {
 					return nil, err
@@ -119,7 +134,15 @@ func parseGroup(v bson.RawValue) (stage, error) {
 			var b docBuilder
 			b.append("_id", g.id)
 			for i, f := range fields {
-				b.append(f.name, g.accs[i].result())
+				if f.js == nil {
+					b.append(f.name, g.accs[i].result())
+					continue
+				}
+				v, err := f.js.result(&g.accs[i])
+				if err != nil {
+					return nil, err
+				}
+				b.append(f.name, v)
 			}
 			doc := b.doc()
 			if len(doc) > MaxBSONObjectSize {

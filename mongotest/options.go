@@ -52,6 +52,8 @@ type config struct {
 	shardMembers int
 	users        *users
 	ports        []int // WithPorts's, by member
+	// jsTimeout is WithJavaScriptTimeout's.
+	jsTimeout time.Duration
 }
 
 func defaultConfig() config {
@@ -60,6 +62,7 @@ func defaultConfig() config {
 		compressors:         []wire.CompressorID{wire.CompressorSnappy, wire.CompressorZlib, wire.CompressorZstd},
 		transactionLifetime: defaultTransactionLifetime,
 		shardMembers:        1,
+		jsTimeout:           DefaultJavaScriptTimeout,
 	}
 }
 

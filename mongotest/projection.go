@@ -20,6 +20,7 @@ type projection struct {
 	inclusion bool
 	root      *projNode
 	keepID    bool
+	js        *jsRun // where its $function calls run; nil where none may
 }
 
 // projNode is a field of a projection: a leaf that is included, excluded
@@ -36,7 +37,12 @@ func newProjNode() *projNode { return &projNode{children: map[string]*projNode{}
 // parseProjection parses the projection spec of find, findAndModify or a
 // $project stage, which take the same projections here.
 func parseProjection(spec bson.Raw) (*projection, error) {
-	p := &projection{root: newProjNode(), keepID: true}
+	return parseProjectionJS(spec, nil)
+}
+
+// parseProjectionJS parses a projection whose $function calls run in js.
+func parseProjectionJS(spec bson.Raw, js *jsRun) (*projection, error) {
+	p := &projection{root: newProjNode(), keepID: true, js: js}
 	kinds := &projKinds{}
 	if err := p.parseInto(spec, "", kinds); err != nil {
 		return nil, err
@@ -118,7 +124,7 @@ func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error
 			if k.exclude {
 				return errorf(codeInclusionInExclude, "Cannot do inclusion on field %s in exclusion projection", name)
 			}
-			x, err := compileExpr(v, 0)
+			x, err := compileExprJS(v, 0, p.js)
 			if err != nil {
 				return err
 			}

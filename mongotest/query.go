@@ -21,7 +21,8 @@ import (
 //     as mongod has it: see regex.go) $not;
 //   - the logical operators $and $or $nor at the top level, and $comment.
 //
-// An operator MongoDB has and this package does not ($expr, $where, $text,
+// $where and $expr are parsed in javascript_ops.go, where the command
+// allows them. An operator MongoDB has and this package does not ($text,
 // $near, ...) is refused with BadValue; an operator MongoDB does not have
 // is refused as mongod refuses it: "unknown operator: $foo".
 
@@ -48,6 +49,13 @@ type filter struct {
 	// (a regular expression that took too long): the documents it tested
 	// did not match, and the command must fail with it (see err).
 	failure atomic.Pointer[cmdError]
+	// features are what the command lets the filter hold beyond the query
+	// operators ($where, $expr: see javascript_ops.go); sub counts the
+	// $elemMatch objects being parsed, where neither may stand; scripted
+	// is set once it holds one.
+	features filterFeatures
+	sub      int
+	scripted bool
 }
 
 // fail records err as the filter's failure, unless it has one.
@@ -129,9 +137,15 @@ func (f *filter) match(doc bson.Raw) bool {
 	return f == nil || f.root.match(doc)
 }
 
-// parseFilter parses a query filter document.
+// parseFilter parses a query filter document, without $where and $expr.
 func parseFilter(doc bson.Raw) (*filter, error) {
-	f := &filter{}
+	return parseFilterWith(doc, filterFeatures{})
+}
+
+// parseFilterWith parses a query filter document that may hold what ff
+// allows.
+func parseFilterWith(doc bson.Raw, ff filterFeatures) (*filter, error) {
+	f := &filter{features: ff}
 	root, err := f.parseDoc(doc, 0, true)
 	if err != nil {
 		return nil, err
@@ -191,7 +205,7 @@ func (f *filter) parseDoc(doc bson.Raw, depth int, top bool) (node, error) {
 // notImplementedTop are the top-level operators of MongoDB that this
 // package refuses.
 var notImplementedTop = map[string]bool{
-	"$expr": true, "$where": true, "$text": true, "$jsonSchema": true, "$sampleRate": true,
+	"$expr": true, "$text": true, "$jsonSchema": true, "$sampleRate": true,
 	"$alwaysTrue": true, "$alwaysFalse": true, "$search": true,
 }
 
@@ -200,6 +214,12 @@ func (f *filter) parseTopOperator(key string, v bson.RawValue, depth int, top bo
 	switch key {
 	case "$comment":
 		return nil, nil
+	case "$where":
+		return f.parseWhere(v)
+	case "$expr":
+		if f.features.expr {
+			return f.parseExpr(v)
+		}
 	case "$and", "$or", "$nor":
 		arr, ok := v.ArrayOK()
 		vals, _ := arr.Values()
@@ -252,7 +272,7 @@ func (f *filter) parseValue(path []string, v bson.RawValue, depth int, top bool)
 var notImplementedOps = map[string]bool{
 	"$geoWithin": true, "$geoIntersects": true, "$near": true, "$nearSphere": true, "$within": true,
 	"$bitsAllSet": true, "$bitsAllClear": true, "$bitsAnySet": true, "$bitsAnyClear": true,
-	"$jsonSchema": true, "$text": true, "$where": true, "$expr": true,
+	"$jsonSchema": true, "$text": true,
 }
 
 // parseOperators parses an operator document, {$gt: 1, $lt: 5}: all of its
@@ -663,14 +683,16 @@ func (f *filter) elemMatchPred(path []string, v bson.RawValue, depth int) (pred,
 		return nil, errorf(codeBadValue, "$elemMatch needs an Object")
 	}
 	var test func(bson.RawValue) bool
-	if name := commandName(d); strings.HasPrefix(name, "$") && name != "$and" && name != "$or" && name != "$nor" {
+	if name := commandName(d); strings.HasPrefix(name, "$") && name != "$and" && name != "$or" && name != "$nor" && name != "$where" && name != "$expr" {
 		p, err := f.parseOperators(path, d, depth+1, false)
 		if err != nil {
 			return nil, err
 		}
 		test = func(e bson.RawValue) bool { return p([]bson.RawValue{e}) }
 	} else {
+		f.sub++
 		n, err := f.parseDoc(d, depth+1, false)
+		f.sub--
 		if err != nil {
 			return nil, err
 		}

@@ -78,17 +78,24 @@ func (s *Server) find(req *request) (bson.D, error) {
 		limit, single = -limit, true
 	}
 	var docs []bson.Raw
+	scan := 0 // with no sort, the scan may stop once it has skip+limit documents
+	if len(sort) == 0 && !reverse && limit > 0 && q.skip < math.MaxInt32 && limit < math.MaxInt32 {
+		scan = int(q.skip + limit)
+	}
 	err = s.storeOf(req).with(req.db, q.coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}
-		scan := 0 // with no sort, the scan may stop once it has skip+limit documents
-		if len(sort) == 0 && !reverse && limit > 0 && q.skip < math.MaxInt32 && limit < math.MaxInt32 {
-			scan = int(q.skip + limit)
+		if q.filter.scriptedFilter() {
+			docs = c.candidates(q.filter) // matched below, out of the lock
+			return nil
 		}
 		docs = docsOf(c.matching(q.filter, scan))
 		return q.filter.err()
 	})
+	if err == nil && q.filter.scriptedFilter() {
+		docs, err = q.filter.keep(docs, scan)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -227,17 +234,25 @@ func (s *Server) count(req *request) (bson.D, error) {
 		limit = -limit
 	}
 	var n int64
+	var docs []bson.Raw
 	err = s.storeOf(req).with(req.db, q.coll, false, func(c *collection) error {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}
-		if q.filter.root == (matchAll{}) {
+		switch {
+		case q.filter.root == (matchAll{}):
 			n = int64(c.count())
-		} else {
+		case q.filter.scriptedFilter():
+			docs = c.candidates(q.filter) // matched below, out of the lock
+		default:
 			n = int64(len(c.matching(q.filter, 0)))
 		}
 		return q.filter.err()
 	})
+	if err == nil && q.filter.scriptedFilter() {
+		docs, err = q.filter.keep(docs, 0)
+		n = int64(len(docs))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,9 +294,16 @@ func (s *Server) distinct(req *request) (bson.D, error) {
 		if err := checkHint(c, req.body); err != nil {
 			return err
 		}
+		if q.filter.scriptedFilter() {
+			docs = c.candidates(q.filter) // matched below, out of the lock
+			return nil
+		}
 		docs = docsOf(c.matching(q.filter, 0))
 		return q.filter.err()
 	})
+	if err == nil && q.filter.scriptedFilter() {
+		docs, err = q.filter.keep(docs, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +359,7 @@ func queryArgs(req *request, filterKey string) (query, error) {
 	if err != nil {
 		return query{}, err
 	}
-	f, err := filterArg(req.body, filterKey)
+	f, err := queryFilterArg(req, filterKey)
 	if err != nil {
 		return query{}, err
 	}

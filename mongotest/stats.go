@@ -65,6 +65,16 @@ type Stats struct {
 	// transaction's locks; TransactionWaiting is the number waiting now.
 	TransactionWaits   int64
 	TransactionWaiting int64
+	// JavaScriptCalls counts the calls into JavaScript ($where runs one
+	// per document, $function one per evaluation); JavaScriptRunning is
+	// the number running now. JavaScriptInterrupted counts the calls the
+	// server stopped, by the codeName of the failure: MaxTimeMSExpired
+	// (the command's maxTimeMS), Interrupted (WithJavaScriptTimeout),
+	// ClientDisconnect (the client hung up), InterruptedDueToReplStateChange
+	// (a step-down), InterruptedAtShutdown (Close, or a member's Stop).
+	JavaScriptCalls       int64
+	JavaScriptRunning     int64
+	JavaScriptInterrupted map[string]int64
 }
 
 // stats collects a Stats.
@@ -75,11 +85,12 @@ type stats struct {
 
 func (st *stats) init() {
 	st.s = Stats{
-		Commands:           map[string]int64{},
-		CompressedReceived: map[string]int64{},
-		CompressedSent:     map[string]int64{},
-		Authentications:    map[string]int64{},
-		AuthFailures:       map[string]int64{},
+		Commands:              map[string]int64{},
+		CompressedReceived:    map[string]int64{},
+		CompressedSent:        map[string]int64{},
+		JavaScriptInterrupted: map[string]int64{},
+		Authentications:       map[string]int64{},
+		AuthFailures:          map[string]int64{},
 	}
 }
 
@@ -94,6 +105,7 @@ func (s *Server) Stats() Stats {
 	out.CompressedSent = maps.Clone(st.s.CompressedSent)
 	out.Authentications = maps.Clone(st.s.Authentications)
 	out.AuthFailures = maps.Clone(st.s.AuthFailures)
+	out.JavaScriptInterrupted = maps.Clone(st.s.JavaScriptInterrupted)
 	out.DocumentsExamined = s.store.examined.Load()
 	return out
 }

@@ -77,6 +77,9 @@ func (s *Server) update(req *request) (bson.D, error) {
 	var errs []writeError
 	for i, st := range stmts {
 		res, err := s.updateOne(req, coll, st)
+		if isInterruption(err) {
+			return nil, err // fails the batch, as in mongod
+		}
 		if err != nil {
 			errs = append(errs, writeError{i, asCmdError(err)})
 			if ordered {
@@ -115,7 +118,7 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 	if !ok {
 		return res, errorf(codeTypeMismatch, "BSON field 'update.updates.q' is the wrong type '%s', expected type 'object'", typeName(qv.Type))
 	}
-	f, err := parseFilter(qd)
+	f, err := parseQueryFilter(req, qd)
 	if err != nil {
 		return res, err
 	}
@@ -258,6 +261,9 @@ func (s *Server) delete(req *request) (bson.D, error) {
 	var errs []writeError
 	for i, d := range deletes {
 		removed, err := s.deleteOne(req, coll, d)
+		if isInterruption(err) {
+			return nil, err // fails the batch, as in mongod
+		}
 		if err != nil {
 			errs = append(errs, writeError{i, asCmdError(err)})
 			if ordered {
@@ -281,7 +287,7 @@ func (s *Server) deleteOne(req *request, coll string, d bson.Raw) (int, error) {
 	if !ok {
 		return 0, errorf(codeTypeMismatch, "BSON field 'delete.deletes.q' is the wrong type '%s', expected type 'object'", typeName(qv.Type))
 	}
-	f, err := parseFilter(qd)
+	f, err := parseQueryFilter(req, qd)
 	if err != nil {
 		return 0, err
 	}
