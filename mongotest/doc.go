@@ -16,7 +16,11 @@
 //   - the handshake: hello, isMaster and ismaster, with compression
 //     negotiation, saslSupportedMechs, speculativeAuthenticate, as a
 //     mongod, a mongos (see WithMongos) or a mongos behind a load balancer
-//     (see WithLoadBalanced);
+//     (see WithLoadBalanced); a standalone mongod reports its
+//     topologyVersion and answers the awaitable and exhaust hellos of the
+//     streaming protocol, as a replica set member does (below): its
+//     topologyVersion never changes while it runs, so an awaitable hello
+//     with it waits maxAwaitTimeMS, as mongod's does;
 //   - authentication: SCRAM-SHA-1, SCRAM-SHA-256 and PLAIN through
 //     saslStart/saslContinue against users given to AddUser, and
 //     MONGODB-X509 through authenticate against AddX509User over TLS;
@@ -105,8 +109,8 @@
 // $clusterTime and operationTime, and elections by priority or by timeout.
 // Read and write concerns are taken and not checked: with instantaneous
 // replication, every write is on every member when it is acknowledged. A
-// standalone and a mongos report no topologyVersion, so clients poll them
-// rather than stream.
+// mongos reports no topologyVersion, so clients poll it rather than
+// stream (a mongos of 4.4 and later has one: this one is older there).
 //
 // # In-memory network
 //

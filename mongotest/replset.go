@@ -778,20 +778,22 @@ func integerField(v bson.RawValue, name string) (int64, error) {
 	return 0, errorf(codeTypeMismatch, "Expected field \"%s\" to have numeric type, but found %s", name, typeName(v.Type))
 }
 
-// awaitChange waits as an awaitable hello does: until the member's
-// topologyVersion moves past aw's, or aw.max passes; at once if aw is of
+// awaitChange waits as an awaitable hello does: until the server's
+// topologyVersion moves past aw's (a standalone's never does), or aw.max
+// passes; at once if aw is of
 // another process, or older. It ends the connection (errCloseConnection)
 // if the client hangs up or the server stops meanwhile.
 func (s *Server) awaitChange(req *request, aw *await) error {
-	s.rs.mu.Lock()
-	m := s.rs.members[s.self]
-	pid, counter, changed := m.processID, m.counter, m.changed
-	s.rs.mu.Unlock()
+	pid, counter, changed := s.topology()
 	switch {
 	case aw.processID != pid || aw.counter < counter:
 		return nil // the client's version is of another process, or old
 	case aw.counter > counter:
-		return errorf(codeAwaitCounterAhead, "Received a topology version with counter: %d which is greater than the server topology version counter: %d", aw.counter, counter)
+		code := int32(codeAwaitCounterAhead)
+		if s.rs == nil {
+			code = codeAwaitStandaloneCounterAhead
+		}
+		return errorf(code, "Received a topology version with counter: %d which is greater than the server topology version counter: %d", aw.counter, counter)
 	case aw.max == 0:
 		return nil
 	}

@@ -1512,11 +1512,12 @@ func TestMonitorStreamsFromReplicaSet(t *testing.T) {
 	}
 }
 
-// TestMonitorPollsStandalone: the test server's standalone reports no
-// topologyVersion, so the monitor polls; a check asked for comes once
-// minHeartbeatFrequency (1 ms here) has passed, not after the heartbeat.
+// TestMonitorPollsStandalone: a standalone of MongoDB 4.2 (maxWireVersion
+// 8) reports no topologyVersion, so the monitor polls; a check asked for
+// comes once minHeartbeatFrequency (1 ms here) has passed, not after the
+// heartbeat.
 func TestMonitorPollsStandalone(t *testing.T) {
-	srv, err := mongotest.Start()
+	srv, err := mongotest.Start(mongotest.WithWireVersions(0, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1539,6 +1540,36 @@ func TestMonitorPollsStandalone(t *testing.T) {
 	}
 	if st := srv.Stats(); st.ConnectionsAccepted != 1 {
 		t.Errorf("%d connections, want the monitor's one", st.ConnectionsAccepted)
+	}
+}
+
+// TestMonitorStreamsStandalone: a standalone of MongoDB 4.4 or later
+// reports a topologyVersion, so the monitor in auto mode streams its
+// hellos: the check after the handshake is an awaited one, which the
+// server answers after maxAwaitTimeMS (the heartbeat frequency).
+func TestMonitorStreamsStandalone(t *testing.T) {
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m, next := startReporting(t, monitorConfig{
+		Address:               srv.Addr(),
+		Mode:                  MonitoringAuto,
+		HeartbeatFrequency:    100 * time.Millisecond,
+		MinHeartbeatFrequency: time.Millisecond,
+	})
+	defer m.Close()
+	first := next("the handshake", func(reported) bool { return true })
+	if first.Err != nil || first.Server.Type != Standalone || first.Server.TopologyVersion == nil {
+		t.Fatalf("first check: %v %+v", first.Err, first.Server)
+	}
+	r := next("an awaited check", func(r reported) bool { return r.awaited })
+	if r.Err != nil || r.Server.Type != Standalone || *r.Server.TopologyVersion != *first.Server.TopologyVersion {
+		t.Fatalf("awaited check: %v %+v", r.Err, r.Server)
+	}
+	if st := srv.Stats(); st.AwaitableHellos == 0 {
+		t.Errorf("stats %+v: no awaitable hello", st)
 	}
 }
 
