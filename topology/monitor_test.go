@@ -1194,6 +1194,37 @@ func TestMonitorCancelCheck(t *testing.T) {
 	})
 }
 
+// TestMonitorRequestAfterCancel: a check asked for at once after
+// CancelCheck, before the canceled check has ended, is not ignored as one
+// asked for during a check would be: the canceled check serves no one (its
+// outcome is not reported), so the request is for the next, which comes
+// minHeartbeatFrequency after the canceled one ends rather than a
+// heartbeat later. A client does just that after a network error: the
+// error cancels the streaming check, and the next server selection asks
+// for one.
+func TestMonitorRequestAfterCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeServer(t)
+		f.set(func(f *fakeServer) { f.streamable = true })
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
+		sleepUntil(r, 5*time.Second)
+		m.CancelCheck()
+		m.RequestCheck() // the canceled check may not have ended yet
+		sleepUntil(r, 6*time.Second)
+		wantLines(t, r.lines(),
+			"0s started",
+			"0s succeeded in 0s",
+			"0s ok Standalone rtt 0s min 0s tv 0",
+			"0s started awaited",
+			"5s failed awaited in 5s canceled",
+			"5.5s started",
+			"5.5s succeeded in 0s",
+			"5.5s ok Standalone rtt 0s min 0s tv 0",
+			"5.5s started awaited",
+		)
+	})
+}
+
 // TestMonitorCancelCheckPolling: CancelCheck of a poll that waits for its
 // reply, and CancelCheck between checks, which closes the connection the
 // next check would have used and forgets the round trip times.
