@@ -114,6 +114,13 @@ func init() {
 		"drop":            {run: (*Server).drop, writeConcern: true},
 		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
 
+		// The replica set commands (replcmds.go) run on any member, as
+		// mongod's ReplSetCommands.
+		"replSetGetStatus": {run: (*Server).replSetGetStatus, secondary: secondaryAlways},
+		"replSetGetConfig": {run: (*Server).replSetGetConfig, secondary: secondaryAlways},
+		"replSetStepDown":  {run: (*Server).replSetStepDown, secondary: secondaryAlways},
+		"replSetFreeze":    {run: (*Server).replSetFreeze, secondary: secondaryAlways},
+
 		// Transactions are not implemented: these commands only answer
 		// as mongod answers them when their session fields are refused.
 		"commitTransaction": {run: (*Server).transactionCommand, writeConcern: true},

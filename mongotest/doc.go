@@ -91,7 +91,14 @@
 //     connection;
 //   - retryable writes (once per session and txnNumber) work on the
 //     primary, are remembered across a failover, and their retriable
-//     errors get the RetryableWriteError label.
+//     errors get the RetryableWriteError label;
+//   - the replica set commands, on admin: replSetGetStatus and
+//     replSetGetConfig describe the set as rs.status() and rs.conf() show
+//     it (a set of more than 7 members, all voting, has no configuration
+//     mongod would take: they refuse it); replSetStepDown steps the
+//     primary down, and the election handoff of mongod elects an electable
+//     secondary at once, which replSetFreeze keeps from being elected. A
+//     standalone refuses them (NoReplicationEnabled, 76).
 //
 // Tests change the set with ReplicaSet's controls: StepDown (writes in
 // progress fail with InterruptedDueToReplStateChange, 11602), Elect, Stop
@@ -100,13 +107,17 @@
 // lastWrite trails, for max staleness). Each moves on the topologyVersion
 // of the members whose hello changes, so that awaitable hellos bring the
 // news at once. Nothing happens on its own: no election follows a
-// step-down or a stop until Elect, and writes do not move topologyVersion
-// on, as in mongod.
+// step-down or a stop until Elect (but for the handoff of replSetStepDown,
+// which mongod makes at once), and writes do not move topologyVersion on,
+// as in mongod.
 //
 // A replica set does not implement: delayed members and the lag of the
 // data itself (SetLag changes what a member reports, not what it serves),
-// the replSet* commands (replSetGetStatus, replSetStepDown, ...),
-// $clusterTime and operationTime, and elections by priority or by timeout.
+// the replica set commands that change the configuration
+// (replSetInitiate, replSetReconfig, ...) or force an election
+// (replSetStepUp), $clusterTime and operationTime, and elections by
+// priority or by timeout (after a forced replSetStepDown, mongod elects a
+// member after electionTimeoutMillis; the test server waits for Elect).
 // Read and write concerns are taken and not checked: with instantaneous
 // replication, every write is on every member when it is acknowledged. A
 // mongos reports no topologyVersion, so clients poll it rather than
