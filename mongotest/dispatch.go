@@ -121,6 +121,13 @@ func init() {
 		"replSetStepDown":  {run: (*Server).replSetStepDown, secondary: secondaryAlways},
 		"replSetFreeze":    {run: (*Server).replSetFreeze, secondary: secondaryAlways},
 
+		// The user management commands (usercmds.go).
+		"createUser":               {run: (*Server).createUser, writeConcern: true},
+		"updateUser":               {run: (*Server).updateUser, writeConcern: true},
+		"dropUser":                 {run: (*Server).dropUser, writeConcern: true},
+		"dropAllUsersFromDatabase": {run: (*Server).dropAllUsersFromDatabase, writeConcern: true},
+		"usersInfo":                {run: (*Server).usersInfo, secondary: secondaryOptIn},
+
 		// Transactions are not implemented: these commands only answer
 		// as mongod answers them when their session fields are refused.
 		"commitTransaction": {run: (*Server).transactionCommand, writeConcern: true},

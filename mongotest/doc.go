@@ -24,6 +24,11 @@
 //   - authentication: SCRAM-SHA-1, SCRAM-SHA-256 and PLAIN through
 //     saslStart/saslContinue against users given to AddUser, and
 //     MONGODB-X509 through authenticate against AddX509User over TLS;
+//   - the user management commands createUser, updateUser, dropUser,
+//     dropAllUsersFromDatabase and usersInfo, on the same users: a user
+//     created through the wire authenticates at once, with credentials
+//     derived as mongod derives them (a user of $external is a
+//     MONGODB-X509 certificate subject);
 //   - wire compression with snappy, zlib and zstd: a compressed request gets
 //     a reply compressed with the same compressor, except for the commands
 //     that must never be compressed;
@@ -155,8 +160,11 @@
 // connection, so that no goroutine of theirs outlives the bubble.
 //
 // Once a user exists, every command but the handshake, authentication,
-// ping, buildInfo and endSessions needs an authenticated connection. There
-// are no roles: an authenticated user may do anything.
+// ping, buildInfo and endSessions needs an authenticated connection. Roles
+// are checked when given to a user (the built-in ones exist) and reported,
+// not enforced: an authenticated user may do anything. A connection stays
+// authenticated as a user that dropUser drops (mongod would end its
+// authentication).
 //
 // Errors look like MongoDB's: ok 0 with errmsg, code and codeName, such as
 // code 59 (CommandNotFound) for an unknown command. Input that breaks the
