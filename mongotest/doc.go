@@ -33,7 +33,8 @@
 //     a reply compressed with the same compressor, except for the commands
 //     that must never be compressed;
 //   - ping, buildInfo, serverStatus (with its connections section),
-//     listDatabases, listCollections, endSessions;
+//     listDatabases (with the admin, config and local databases of a
+//     mongod, of nominal sizes), listCollections, endSessions;
 //   - an in-memory store with MongoDB's semantics: insert, update (operators
 //     or replacement, multi, upsert), delete, findAndModify, find (filter,
 //     sort, projection, skip, limit, batchSize), getMore, killCursors,
