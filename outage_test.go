@@ -195,7 +195,11 @@ func TestStateChangeErrorsOfOperations(t *testing.T) {
 			inBubble(t, func(t *testing.T, n *mongotest.Network) {
 				s := bubbleServer(t, n)
 				rec := newE2EEventLog()
-				p := bubblePool(t, n, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000", pool.WithEventHandler(rec.handler))
+				// The monitor polls: one that streams a standalone's
+				// hellos ignores the request for a check while its
+				// awaitable hello waits (see pollAfterStateChange).
+				p := bubblePool(t, n, s.URI()+"?appName=statechange&heartbeatFrequencyMS=3600000&"+pollAfterStateChange,
+					pool.WithEventHandler(rec.handler))
 				rec.attach(p)
 				ctx := context.Background()
 				if _, err := p.RunCommand(ctx, "admin", ping); err != nil {

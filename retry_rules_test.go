@@ -180,13 +180,26 @@ func TestRetryableWriteOnAPre44Server(t *testing.T) {
 	}
 }
 
+// pollAfterStateChange is the URI option of the tests whose retries follow
+// a state change error (InterruptedDueToReplStateChange) from a
+// standalone: the error marks the server Unknown, and the retry waits for
+// the monitor's next check. A monitor that polls checks at once, as the
+// error asks; one that streams the hellos of a standalone of 4.4 or later
+// ignores the request while its awaitable hello is in progress
+// (server-monitoring.md, "Requesting an immediate check"), and a
+// standalone's errors carry no topologyVersion that would make them stale
+// (mongod adds it to NotPrimaryError codes of replica set members only),
+// so the retry would wait heartbeatFrequencyMS for the stream's next reply.
+const pollAfterStateChange = "serverMonitoringMode=poll"
+
 // Each attempt tells the server the time left of timeoutMS, not the whole
 // of it: a retry after an attempt that took 300ms has at most the rest.
 func TestRetryMaxTimeMSIsTheTimeLeft(t *testing.T) {
 	const timeout, blocked = 3 * time.Second, 300 * time.Millisecond
 	srv := startServer(t)
 	var log commandLog
-	c := newClient(t, srv.URI()+"?timeoutMS=3000", mongopool.WithCommandEventHandler(log.handler))
+	// The monitor polls (see pollAfterStateChange).
+	c := newClient(t, srv.URI()+"?timeoutMS=3000&"+pollAfterStateChange, mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
 	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 1, BlockTime: blocked, ErrorCode: 11602}); err != nil {
 		t.Fatal(err)
@@ -223,7 +236,8 @@ func TestRetriesWithinTimeoutMS(t *testing.T) {
 		}
 		return n
 	}
-	csot := newClient(t, srv.URI()+"?timeoutMS=20000", mongopool.WithCommandEventHandler(log.handler))
+	// The monitor polls (see pollAfterStateChange).
+	csot := newClient(t, srv.URI()+"?timeoutMS=20000&"+pollAfterStateChange, mongopool.WithCommandEventHandler(log.handler))
 	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 4, ErrorCode: 11602}); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +260,7 @@ func TestRetriesWithinTimeoutMS(t *testing.T) {
 	}
 	srv.ClearFailPoints()
 
-	plain := newClient(t, srv.URI(), mongopool.WithCommandEventHandler(log.handler))
+	plain := newClient(t, srv.URI()+"?"+pollAfterStateChange, mongopool.WithCommandEventHandler(log.handler))
 	if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 2, ErrorCode: 11602}); err != nil {
 		t.Fatal(err)
 	}

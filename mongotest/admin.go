@@ -2,6 +2,8 @@ package mongotest
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -50,23 +52,56 @@ var oldReleases = [13][2]int{
 	{2, 4}, {2, 6}, {2, 6}, {3, 0}, {3, 2}, {3, 4}, {3, 6}, {4, 0}, {4, 2}, {4, 4}, {4, 7}, {4, 8}, {4, 9},
 }
 
-// listDatabases runs {listDatabases: 1, nameOnly, filter} on admin.
-// Databases exist while they hold a collection.
+// systemDatabases are the databases a mongod has from its start, with
+// the size on disk an idle mongod 7.0 standalone reports for them, as
+// mongosh's show dbs prints them (admin 40 KiB, config 12 KiB, local
+// 40 KiB): admin holds system.version, config system.sessions, local
+// startup_log. The store does not hold those collections: their sizes are
+// nominal, and the data written to these databases adds to them.
+var systemDatabases = map[string]int64{"admin": 40 << 10, "config": 12 << 10, "local": 40 << 10}
+
+// listDatabases runs {listDatabases: 1, nameOnly, filter,
+// authorizedDatabases} on admin. Databases exist while they hold a
+// collection, but the system databases of a mongod (systemDatabases),
+// which always do. Every user may do anything, so every database is
+// authorized: authorizedDatabases changes nothing.
 func (s *Server) listDatabases(req *request) (bson.D, error) {
 	if req.db != "admin" {
 		return nil, errorf(codeUnauthorized, "listDatabases may only be run against the admin database.")
+	}
+	if err := checkFields(req, "nameOnly", "filter", "authorizedDatabases"); err != nil {
+		return nil, err
 	}
 	nameOnly, err := boolArg(req.body, "nameOnly", false)
 	if err != nil {
 		return nil, err
 	}
+	if v, err := req.body.LookupErr("authorizedDatabases"); err == nil && v.Type != bson.TypeBoolean {
+		return nil, errorf(codeTypeMismatch, "BSON field 'listDatabases.authorizedDatabases' is the wrong type '%s', expected type 'bool'", typeName(v.Type))
+	}
 	f, err := filterArg(req.body, "filter")
 	if err != nil {
 		return nil, err
 	}
+	infos := s.store.databases()
+	if s.role != roleMongos {
+		// A mongos lists admin and config with the shards that hold
+		// them, which the test server's mongos has not: it lists the
+		// databases of its store only.
+		for name, size := range systemDatabases {
+			i := slices.IndexFunc(infos, func(d dbInfo) bool { return d.name == name })
+			if i < 0 {
+				infos = append(infos, dbInfo{name: name})
+				i = len(infos) - 1
+			}
+			infos[i].size += size
+			infos[i].empty = false
+		}
+		slices.SortFunc(infos, func(a, b dbInfo) int { return strings.Compare(a.name, b.name) })
+	}
 	dbs := bson.A{}
 	var total int64
-	for _, info := range s.store.databases() {
+	for _, info := range infos {
 		entry := bson.D{{Key: "name", Value: info.name}}
 		if !nameOnly {
 			entry = append(entry,

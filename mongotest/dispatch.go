@@ -119,6 +119,20 @@ func init() {
 		"drop":            {run: (*Server).drop, writeConcern: true},
 		"dropDatabase":    {run: (*Server).dropDatabase, writeConcern: true},
 
+		// The replica set commands (replcmds.go) run on any member, as
+		// mongod's ReplSetCommands.
+		"replSetGetStatus": {run: (*Server).replSetGetStatus, secondary: secondaryAlways},
+		"replSetGetConfig": {run: (*Server).replSetGetConfig, secondary: secondaryAlways},
+		"replSetStepDown":  {run: (*Server).replSetStepDown, secondary: secondaryAlways},
+		"replSetFreeze":    {run: (*Server).replSetFreeze, secondary: secondaryAlways},
+
+		// The user management commands (usercmds.go).
+		"createUser":               {run: (*Server).createUser, writeConcern: true},
+		"updateUser":               {run: (*Server).updateUser, writeConcern: true},
+		"dropUser":                 {run: (*Server).dropUser, writeConcern: true},
+		"dropAllUsersFromDatabase": {run: (*Server).dropAllUsersFromDatabase, writeConcern: true},
+		"usersInfo":                {run: (*Server).usersInfo, secondary: secondaryOptIn},
+
 		// In a transaction, these run in runInTransaction; their handler
 		// answers them outside one.
 		"commitTransaction": {run: (*Server).transactionCommand, writeConcern: true},

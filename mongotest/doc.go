@@ -16,15 +16,25 @@
 //   - the handshake: hello, isMaster and ismaster, with compression
 //     negotiation, saslSupportedMechs, speculativeAuthenticate, as a
 //     mongod, a mongos (see WithMongos) or a mongos behind a load balancer
-//     (see WithLoadBalanced);
+//     (see WithLoadBalanced); a standalone mongod reports its
+//     topologyVersion and answers the awaitable and exhaust hellos of the
+//     streaming protocol, as a replica set member does (below): its
+//     topologyVersion never changes while it runs, so an awaitable hello
+//     with it waits maxAwaitTimeMS, as mongod's does;
 //   - authentication: SCRAM-SHA-1, SCRAM-SHA-256 and PLAIN through
 //     saslStart/saslContinue against users given to AddUser, and
 //     MONGODB-X509 through authenticate against AddX509User over TLS;
+//   - the user management commands createUser, updateUser, dropUser,
+//     dropAllUsersFromDatabase and usersInfo, on the same users: a user
+//     created through the wire authenticates at once, with credentials
+//     derived as mongod derives them (a user of $external is a
+//     MONGODB-X509 certificate subject);
 //   - wire compression with snappy, zlib and zstd: a compressed request gets
 //     a reply compressed with the same compressor, except for the commands
 //     that must never be compressed;
 //   - ping, buildInfo, serverStatus (with its connections section),
-//     listDatabases, listCollections, endSessions;
+//     listDatabases (with the admin, config and local databases of a
+//     mongod, of nominal sizes), listCollections, endSessions;
 //   - an in-memory store with MongoDB's semantics: insert, update (operators
 //     or replacement, multi, upsert), delete, findAndModify, find (filter,
 //     sort, projection, skip, limit, batchSize), getMore, killCursors,
@@ -159,7 +169,14 @@
 //     connection;
 //   - retryable writes (once per session and txnNumber) work on the
 //     primary, are remembered across a failover, and their retriable
-//     errors get the RetryableWriteError label.
+//     errors get the RetryableWriteError label;
+//   - the replica set commands, on admin: replSetGetStatus and
+//     replSetGetConfig describe the set as rs.status() and rs.conf() show
+//     it (a set of more than 7 members, all voting, has no configuration
+//     mongod would take: they refuse it); replSetStepDown steps the
+//     primary down, and the election handoff of mongod elects an electable
+//     secondary at once, which replSetFreeze keeps from being elected. A
+//     standalone refuses them (NoReplicationEnabled, 76).
 //
 // Tests change the set with ReplicaSet's controls: StepDown (writes in
 // progress fail with InterruptedDueToReplStateChange, 11602), Elect, Stop
@@ -168,17 +185,21 @@
 // lastWrite trails, for max staleness). Each moves on the topologyVersion
 // of the members whose hello changes, so that awaitable hellos bring the
 // news at once. Nothing happens on its own: no election follows a
-// step-down or a stop until Elect, and writes do not move topologyVersion
-// on, as in mongod.
+// step-down or a stop until Elect (but for the handoff of replSetStepDown,
+// which mongod makes at once), and writes do not move topologyVersion on,
+// as in mongod.
 //
 // A replica set does not implement: delayed members and the lag of the
 // data itself (SetLag changes what a member reports, not what it serves),
-// the replSet* commands (replSetGetStatus, replSetStepDown, ...),
-// $clusterTime and operationTime, and elections by priority or by timeout.
+// the replica set commands that change the configuration
+// (replSetInitiate, replSetReconfig, ...) or force an election
+// (replSetStepUp), $clusterTime and operationTime, and elections by
+// priority or by timeout (after a forced replSetStepDown, mongod elects a
+// member after electionTimeoutMillis; the test server waits for Elect).
 // Read and write concerns are taken and not checked: with instantaneous
 // replication, every write is on every member when it is acknowledged. A
-// standalone and a mongos report no topologyVersion, so clients poll them
-// rather than stream.
+// mongos reports no topologyVersion, so clients poll it rather than
+// stream (a mongos of 4.4 and later has one: this one is older there).
 //
 // # Sharded clusters
 //
@@ -226,8 +247,11 @@
 // connection, so that no goroutine of theirs outlives the bubble.
 //
 // Once a user exists, every command but the handshake, authentication,
-// ping, buildInfo and endSessions needs an authenticated connection. There
-// are no roles: an authenticated user may do anything.
+// ping, buildInfo and endSessions needs an authenticated connection. Roles
+// are checked when given to a user (the built-in ones exist) and reported,
+// not enforced: an authenticated user may do anything. A connection stays
+// authenticated as a user that dropUser drops (mongod would end its
+// authentication).
 //
 // Errors look like MongoDB's: ok 0 with errmsg, code and codeName, such as
 // code 59 (CommandNotFound) for an unknown command. Input that breaks the

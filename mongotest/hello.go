@@ -16,9 +16,10 @@ import (
 // (saslSupportedMechs) and runs the first step of speculative
 // authentication.
 //
-// A standalone's and a mongos's replies have no topologyVersion, so drivers
-// poll them with hello rather than stream awaitable hellos; a replica set
-// member's have one, and it answers awaitable and exhaust hellos.
+// A standalone's, a replica set member's and a sharded cluster's mongos's
+// replies have a topologyVersion (from MongoDB 4.4, maxWireVersion 9), and
+// they answer awaitable and exhaust hellos, which drivers stream; a lone
+// mongos's (WithMongos) have none, so drivers poll it.
 func (s *Server) hello(req *request) (bson.D, error) {
 	body := req.body
 	lb, _ := body.Lookup("loadBalanced").BooleanOK()
@@ -30,6 +31,11 @@ func (s *Server) hello(req *request) (bson.D, error) {
 	if s.rs != nil {
 		var err error
 		if d, err = s.helloMember(req); err != nil {
+			return nil, err
+		}
+	} else if s.role == roleStandalone || s.router != nil {
+		var err error
+		if d, err = s.helloStandalone(req); err != nil {
 			return nil, err
 		}
 	} else if req.name == "hello" {

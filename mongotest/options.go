@@ -98,10 +98,12 @@ func WithTLS(cfg *tls.Config) Option {
 
 // WithWireVersions sets the minWireVersion and maxWireVersion the handshake
 // announces (defaults: 0 and DefaultMaxWireVersion). buildInfo reports the
-// MongoDB version that matches maxVersion. Below 9 (MongoDB 4.4), replica
-// set members behave as older mongods do: their hellos and errors carry no
-// topologyVersion, and an awaitable hello is answered at once, so clients
-// poll them.
+// MongoDB version that matches maxVersion. Below 9 (MongoDB 4.4),
+// standalones and replica set members behave as older mongods do: their
+// hellos and errors carry no topologyVersion, and an awaitable hello is
+// answered at once, so clients poll them. Below 13 (MongoDB 5.0), a
+// replica set configuration (replSetGetConfig) has slaveDelay rather than
+// secondaryDelaySecs.
 func WithWireVersions(minVersion, maxVersion int32) Option {
 	return func(c *config) error {
 		if minVersion < 0 || maxVersion < minVersion {

@@ -23,7 +23,8 @@ import (
 //
 // Replication is instantaneous: a write on the primary is on every member
 // at once. Nothing happens on its own either: no election follows a
-// step-down, and a member learns of a change when the control makes it,
+// step-down (but the handoff of the replSetStepDown command, see
+// replcmds.go), and a member learns of a change when the control makes it,
 // unless it is partitioned or stopped then.
 
 // The error codes of a replica set member's refusals.
@@ -110,6 +111,15 @@ type ReplicaSet struct {
 	opTerm        int64
 	lastWriteDate time.Time
 	closed        bool
+	// electionTS is the opTime timestamp of the entry the primary of the
+	// current term wrote when elected: its electionTime.
+	electionTS bson.Timestamp
+	// replicaSetID is the configuration's settings.replicaSetId.
+	replicaSetID bson.ObjectID
+	// changed is closed, and replaced, at each change of the members'
+	// state (see notifyLocked), which a replSetStepDown waiting for an
+	// electable secondary waits for.
+	changed chan struct{}
 }
 
 // member is a replica set member's state, guarded by ReplicaSet.mu.
@@ -130,6 +140,19 @@ type member struct {
 	// writes are the writes the member admitted as primary; nil when it is
 	// not primary.
 	writes *writeEpoch
+	// upSince is when the member's process started (StartReplicaSet,
+	// Restart), for replSetGetStatus's uptime.
+	upSince time.Time
+	// frozenUntil is when the member may be elected again after a
+	// replSetStepDown or a replSetFreeze; zero if it is not frozen.
+	frozenUntil time.Time
+	// steppingDown is set while the primary runs a replSetStepDown that
+	// waits for an electable secondary: it takes no writes meanwhile.
+	steppingDown bool
+	// downAt is when the member last stopped or was partitioned, and
+	// downWrite the set's last write then: what the others last heard of
+	// it, for replSetGetStatus.
+	downAt, downWrite time.Time
 
 	// The member's topologyVersion: processId and counter, and changed,
 	// closed (and replaced) when the counter moves on.
@@ -257,8 +280,9 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 		}
 		lns = append(lns, ln)
 	}
-	rs := &ReplicaSet{name: name, primary: first, term: 1}
-	rs.noteWriteLocked()            // the set's initiation, the first entry of its oplog
+	rs := &ReplicaSet{name: name, primary: first, term: 1, replicaSetID: bson.NewObjectID(), changed: make(chan struct{})}
+	rs.noteWriteLocked() // the set's initiation, the first entry of its oplog
+	rs.electionTS = rs.opTS
 	sh := &shared{users: cfg.users} // a sharded cluster's servers share their users
 	for i, ln := range lns {
 		srv := newServer(cfg, ln.Addr().String(), sh)
@@ -266,7 +290,7 @@ func startReplicaSet(name string, n int, cfg config) (*ReplicaSet, error) {
 		if advertised != nil {
 			srv.advertised = advertised[i]
 		}
-		m := &member{srv: srv, conf: confs[i], primary: first, term: 1,
+		m := &member{srv: srv, conf: confs[i], primary: first, term: 1, upSince: time.Now(),
 			processID: bson.NewObjectID(), changed: make(chan struct{})}
 		m.role = m.restingRole()
 		if i == first {
@@ -334,11 +358,12 @@ func (rs *ReplicaSet) Primary() *Server {
 }
 
 // StepDown makes the primary a secondary, and leaves the set without a
-// primary until Elect. The primary's writes in progress fail with
-// InterruptedDueToReplStateChange (11602), as mongod kills them; StepDown
-// returns once they have ended, or when ctx ends. The connections stay
-// open, as with MongoDB 4.2 and later. It fails if the set has no primary,
-// or, doing nothing, if ctx is over already.
+// primary until Elect (unlike the replSetStepDown command, whose election
+// handoff elects another member at once, as mongod's). The primary's
+// writes in progress fail with InterruptedDueToReplStateChange (11602), as
+// mongod kills them; StepDown returns once they have ended, or when ctx
+// ends. The connections stay open, as with MongoDB 4.2 and later. It fails
+// if the set has no primary, or, doing nothing, if ctx is over already.
 func (rs *ReplicaSet) StepDown(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("mongotest: StepDown: %w", err)
@@ -354,16 +379,7 @@ func (rs *ReplicaSet) StepDown(ctx context.Context) error {
 		rs.mu.Unlock()
 		return errors.New("mongotest: StepDown: the replica set has no primary")
 	}
-	old := rs.members[rs.primary]
-	ep := old.writes
-	rs.primary = -1
-	rs.syncLocked(old)
-	rs.syncReachableLocked()
-	var idle chan struct{}
-	if ep != nil && ep.n > 0 {
-		idle = make(chan struct{})
-		ep.idle = idle
-	}
+	idle := rs.stepDownLocked()
 	rs.mu.Unlock()
 	if idle == nil {
 		return nil
@@ -381,7 +397,9 @@ func (rs *ReplicaSet) StepDown(ctx context.Context) error {
 // writes in progress are interrupted, as by StepDown); the members that
 // are stopped or partitioned hear of it when they come back.
 // It fails if member i is stopped, partitioned, primary already, or may not
-// be elected (passive, hidden, arbiter).
+// be elected (passive, hidden, arbiter). A freeze of the member
+// (replSetFreeze, or the period after its replSetStepDown) does not stop
+// Elect: the test decides the outcome of the election.
 func (rs *ReplicaSet) Elect(i int) error {
 	rs.ctl.Lock()
 	defer rs.ctl.Unlock()
@@ -405,11 +423,43 @@ func (rs *ReplicaSet) Elect(i int) error {
 	case m.role == rolePrimary:
 		return fmt.Errorf("mongotest: Elect(%d): the member is already primary", i)
 	}
+	rs.electLocked(i)
+	return nil
+}
+
+// stepDownLocked makes the primary step down, leaving the set without a
+// primary, and returns a channel closed once the writes it interrupts
+// have ended, nil if there are none.
+func (rs *ReplicaSet) stepDownLocked() (idle chan struct{}) {
+	old := rs.members[rs.primary]
+	ep := old.writes
+	rs.primary = -1
+	rs.syncLocked(old)
+	rs.syncReachableLocked()
+	rs.notifyLocked()
+	if ep != nil && ep.n > 0 {
+		idle = make(chan struct{})
+		ep.idle = idle
+	}
+	return idle
+}
+
+// electLocked makes member i the primary in a new term, whose first
+// oplog entry, written at once, is its electionTime.
+func (rs *ReplicaSet) electLocked(i int) {
 	rs.term++
 	rs.primary = i
 	rs.syncReachableLocked()
 	rs.noteWriteLocked() // the new primary's first entry of its term
-	return nil
+	rs.electionTS = rs.opTS
+	rs.notifyLocked()
+}
+
+// notifyLocked tells the waiters of rs.changed that the members' state
+// changed.
+func (rs *ReplicaSet) notifyLocked() {
+	close(rs.changed)
+	rs.changed = make(chan struct{})
 }
 
 // Stop stops member i, as a killed mongod: it closes its listener and
@@ -444,6 +494,7 @@ func (rs *ReplicaSet) memberDown(i int) {
 		return
 	}
 	m.stopped = true
+	m.downAt, m.downWrite = time.Now(), rs.lastWriteDate
 	if m.writes != nil {
 		close(m.writes.interrupt)
 		m.writes = nil
@@ -452,6 +503,7 @@ func (rs *ReplicaSet) memberDown(i int) {
 		rs.primary = -1
 		rs.syncReachableLocked()
 	}
+	rs.notifyLocked()
 }
 
 // Restart starts member i again after Stop, on the same port, as a new
@@ -480,8 +532,11 @@ func (rs *ReplicaSet) Restart(i int) error {
 	rs.mu.Lock()
 	m.stopped = false
 	m.processID = bson.NewObjectID()
+	m.upSince = time.Now()
+	m.frozenUntil = time.Time{} // a restart unfreezes, as mongod's replSetFreeze says
 	rs.syncLocked(m)
 	m.counter = 0 // a new process starts at 0, whatever it learned
+	rs.notifyLocked()
 	rs.mu.Unlock()
 	if err := m.srv.serve(ln); err != nil {
 		rs.memberDown(i)
@@ -509,6 +564,8 @@ func (rs *ReplicaSet) Partition(i int) error {
 		return fmt.Errorf("mongotest: Partition(%d): the member is partitioned already", i)
 	}
 	m.partitioned = make(chan struct{})
+	m.downAt, m.downWrite = time.Now(), rs.lastWriteDate
+	rs.notifyLocked()
 	return nil
 }
 
@@ -532,6 +589,7 @@ func (rs *ReplicaSet) Heal(i int) error {
 	}
 	close(m.partitioned)
 	m.partitioned = nil
+	rs.notifyLocked()
 	return nil
 }
 
@@ -619,6 +677,10 @@ func (rs *ReplicaSet) syncLocked(m *member) {
 	if m.role == rolePrimary && role != rolePrimary && m.writes != nil {
 		close(m.writes.interrupt)
 		m.writes = nil
+	}
+	if role != rolePrimary && m.steppingDown {
+		m.steppingDown = false
+		changed = true
 	}
 	if role == rolePrimary && m.role != rolePrimary {
 		m.writes = newWriteEpoch()
@@ -778,20 +840,22 @@ func integerField(v bson.RawValue, name string) (int64, error) {
 	return 0, errorf(codeTypeMismatch, "Expected field \"%s\" to have numeric type, but found %s", name, typeName(v.Type))
 }
 
-// awaitChange waits as an awaitable hello does: until the member's
-// topologyVersion moves past aw's, or aw.max passes; at once if aw is of
+// awaitChange waits as an awaitable hello does: until the server's
+// topologyVersion moves past aw's (a standalone's never does), or aw.max
+// passes; at once if aw is of
 // another process, or older. It ends the connection (errCloseConnection)
 // if the client hangs up or the server stops meanwhile.
 func (s *Server) awaitChange(req *request, aw *await) error {
-	s.rs.mu.Lock()
-	m := s.rs.members[s.self]
-	pid, counter, changed := m.processID, m.counter, m.changed
-	s.rs.mu.Unlock()
+	pid, counter, changed := s.topology()
 	switch {
 	case aw.processID != pid || aw.counter < counter:
 		return nil // the client's version is of another process, or old
 	case aw.counter > counter:
-		return errorf(codeAwaitCounterAhead, "Received a topology version with counter: %d which is greater than the server topology version counter: %d", aw.counter, counter)
+		code := int32(codeAwaitCounterAhead)
+		if s.rs == nil {
+			code = codeAwaitStandaloneCounterAhead
+		}
+		return errorf(code, "Received a topology version with counter: %d which is greater than the server topology version counter: %d", aw.counter, counter)
 	case aw.max == 0:
 		return nil
 	}
@@ -869,7 +933,7 @@ func (rs *ReplicaSet) helloFields(i int, modern bool) (d, tv bson.D) {
 	d = append(d,
 		bson.E{Key: "setName", Value: rs.name},
 		bson.E{Key: "setVersion", Value: int32(setVersion)},
-		bson.E{Key: writable, Value: m.role == rolePrimary},
+		bson.E{Key: writable, Value: m.role == rolePrimary && !m.steppingDown},
 		bson.E{Key: "secondary", Value: m.role == roleSecondary})
 	if m.primary >= 0 {
 		d = append(d, bson.E{Key: "primary", Value: rs.members[m.primary].srv.advertised})
@@ -903,11 +967,7 @@ func (rs *ReplicaSet) helloFields(i int, modern bool) (d, tv bson.D) {
 // lastWriteLocked returns m's lastWrite: the set's last write, less m's
 // lag. Replication being instantaneous, the majority has it too.
 func (rs *ReplicaSet) lastWriteLocked(m *member) bson.D {
-	ts, date := rs.opTS, rs.lastWriteDate
-	if m.lag > 0 {
-		date = date.Add(-m.lag)
-		ts.T -= min(ts.T, uint32(min(m.lag/time.Second, math.MaxUint32)))
-	}
+	ts, date := rs.appliedLocked(m)
 	op := bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: rs.opTerm}}
 	return bson.D{
 		{Key: "opTime", Value: op},
@@ -915,6 +975,17 @@ func (rs *ReplicaSet) lastWriteLocked(m *member) bson.D {
 		{Key: "majorityOpTime", Value: op},
 		{Key: "majorityWriteDate", Value: bson.NewDateTimeFromTime(date)},
 	}
+}
+
+// appliedLocked returns the timestamp and wall time of m's last applied
+// write: the set's last write, less m's lag.
+func (rs *ReplicaSet) appliedLocked(m *member) (bson.Timestamp, time.Time) {
+	ts, date := rs.opTS, rs.lastWriteDate
+	if m.lag > 0 {
+		date = date.Add(-m.lag)
+		ts.T -= min(ts.T, uint32(min(m.lag/time.Second, math.MaxUint32)))
+	}
+	return ts, date
 }
 
 // admit checks, as a member does before the fail point, that req may run
@@ -933,6 +1004,11 @@ func (s *Server) admit(req *request, h handler) (release func(), err error) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	m := rs.members[s.self]
+	if m.steppingDown && h.secondary == secondaryNever && req.db != "local" {
+		// A primary that runs replSetStepDown takes no writes while it
+		// waits for a secondary to catch up, as mongod.
+		return nil, errorf(codeNotWritablePrimary, "not primary")
+	}
 	if m.role == rolePrimary || req.db == "local" {
 		if m.role != rolePrimary || h.secondary != secondaryNever {
 			return func() {}, nil

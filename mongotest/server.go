@@ -39,7 +39,10 @@ type Server struct {
 	// otherwise.
 	router  *router
 	started time.Time
-	active  atomic.Int64 // the commands running, for serverStatus
+	// processID is a standalone's topologyVersion.processId, new at each
+	// Start (a replica set member's is its member's).
+	processID bson.ObjectID
+	active    atomic.Int64 // the commands running, for serverStatus
 
 	nextConnID atomic.Int32
 
@@ -147,7 +150,7 @@ func newServer(cfg config, addr string, sh *shared) *Server {
 		sh.sessions = &sessions{}
 	}
 	s := &Server{cfg: cfg, addr: addr, advertised: addr, users: sh.users, store: sh.store, sessions: sh.sessions,
-		done: make(chan struct{}), started: time.Now()}
+		done: make(chan struct{}), started: time.Now(), processID: bson.NewObjectID()}
 	s.cursors.init()
 	s.stats.init()
 	return s

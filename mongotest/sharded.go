@@ -200,6 +200,7 @@ func (sc *ShardedCluster) RestartMongos(i int) error {
 	}
 	m.failPoints.set(nil)
 	m.router.reset()
+	m.processID = bson.NewObjectID() // a new process: no connection reads it while stopped
 	return m.serve(ln)
 }
 
@@ -406,42 +407,45 @@ func (r *router) forward(req *request, rs *ReplicaSet) (bson.Raw, *Server, error
 // with secondaryOK a secondary if one is up (the primary otherwise),
 // waiting for one until deadline, or until the client's connection ends.
 func (rs *ReplicaSet) awaitMember(req *request, secondaryOK bool, deadline time.Time) (*Server, error) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	for {
-		if m := rs.upMember(secondaryOK); m != nil {
+		m, changed := rs.upMember(secondaryOK)
+		if m != nil {
 			return m, nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed: // an election, a restart, a heal...
+		case <-req.conn.life.done:
+			return nil, errInterrupted()
+		case <-timer.C:
 			mode := "primary"
 			if secondaryOK {
 				mode = "secondaryPreferred"
 			}
 			return nil, errorf(codeFailedToSatisfyReadPreference, "Could not find host matching read preference { mode: \"%s\" } for set %s", mode, rs.name)
 		}
-		select {
-		case <-req.conn.life.done:
-			return nil, errInterrupted()
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }
 
 // upMember returns the primary (or, with secondaryOK, a secondary first)
-// if it runs and is not partitioned, nil otherwise.
-func (rs *ReplicaSet) upMember(secondaryOK bool) *Server {
+// if it runs and is not partitioned, nil otherwise; and the channel closed
+// at the set's next change.
+func (rs *ReplicaSet) upMember(secondaryOK bool) (*Server, <-chan struct{}) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	up := func(m *member) bool { return !m.stopped && m.partitioned == nil }
 	if secondaryOK {
 		for _, m := range rs.members {
 			if m.role == roleSecondary && up(m) {
-				return m.srv
+				return m.srv, rs.changed
 			}
 		}
 	}
 	if rs.primary >= 0 && up(rs.members[rs.primary]) && rs.members[rs.primary].role == rolePrimary {
-		return rs.members[rs.primary].srv
+		return rs.members[rs.primary].srv, rs.changed
 	}
-	return nil
+	return nil, rs.changed
 }
 
 // withoutField returns doc without its top-level field key.

@@ -272,3 +272,32 @@ func TestMongosFailPoints(t *testing.T) {
 		t.Error("StopMongos of a mongos that does not exist")
 	}
 }
+
+// TestMongosStreams checks that a cluster's mongos reports a
+// topologyVersion, a new processId after a restart, and answers the
+// awaitable hello, as a mongos of MongoDB 4.4 and later does (the server
+// monitoring specification's streaming protocol).
+func TestMongosStreams(t *testing.T) {
+	sc := startCluster(t, 1, 1)
+	r := dialRaw(t, sc.Mongoses()[0])
+	hello := r.run(cmd("admin", bson.E{Key: "hello", Value: 1}))
+	tv, ok := hello.Lookup("topologyVersion").DocumentOK()
+	if !ok {
+		t.Fatalf("a mongos's hello without topologyVersion: %s", hello)
+	}
+	aw := r.run(cmd("admin", bson.E{Key: "hello", Value: 1}, bson.E{Key: "topologyVersion", Value: tv}, bson.E{Key: "maxAwaitTimeMS", Value: int64(10)}))
+	checkOK(t, aw)
+	if n := sc.Mongoses()[0].Stats().AwaitableHellos; n != 1 {
+		t.Errorf("%d awaitable hellos, want 1", n)
+	}
+	if err := sc.StopMongos(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.RestartMongos(0); err != nil {
+		t.Fatal(err)
+	}
+	again := dialRaw(t, sc.Mongoses()[0]).run(cmd("admin", bson.E{Key: "hello", Value: 1}))
+	if again.Lookup("topologyVersion", "processId").Equal(tv.Lookup("processId")) {
+		t.Error("a restarted mongos kept its processId")
+	}
+}

@@ -117,11 +117,14 @@ type monitor struct {
 	// closed is set by Close.
 	closed bool
 	// checking is true while a check is in progress: a request for a check
-	// is ignored then, as the specification wants.
+	// is ignored then, as the specification wants, unless the check was
+	// canceled (see RequestCheck).
 	checking bool
 	// epoch counts the cancellations (CancelCheck, Close): a check that
 	// began in another epoch is stale, and its outcome not reported.
 	epoch uint64
+	// checkEpoch is the epoch the check in progress began in.
+	checkEpoch uint64
 	// current is the monitoring connection; nil when there is none.
 	current *connection.Conn
 	// cancelCheck interrupts the check in progress, if any.
@@ -196,12 +199,14 @@ func onFaaS(getenv func(string) string) bool {
 // RequestCheck asks for a check as soon as the monitor may: at once if the
 // last check ended minHeartbeatFrequency ago or more, then otherwise. It is
 // ignored while a check is in progress (a streaming monitor is always
-// checking: it hears of changes as they happen), and after Close. It does
-// not block.
+// checking: it hears of changes as they happen), and after Close. A check
+// that CancelCheck canceled is no longer in progress, though it may not
+// have ended yet: its outcome serves no one, so a request then is for the
+// next check. It does not block.
 func (m *monitor) RequestCheck() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || m.checking {
+	if m.closed || (m.checking && m.checkEpoch == m.epoch) {
 		return
 	}
 	select {
@@ -372,6 +377,7 @@ func (m *monitor) check(st *checkState) (now, ok bool) {
 	default:
 	}
 	epoch := m.epoch
+	m.checkEpoch = epoch
 	ctx, cancel := context.WithCancel(m.ctx)
 	defer cancel()
 	m.cancelCheck = cancel

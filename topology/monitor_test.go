@@ -1194,6 +1194,37 @@ func TestMonitorCancelCheck(t *testing.T) {
 	})
 }
 
+// TestMonitorRequestAfterCancel: a check asked for at once after
+// CancelCheck, before the canceled check has ended, is not ignored as one
+// asked for during a check would be: the canceled check serves no one (its
+// outcome is not reported), so the request is for the next, which comes
+// minHeartbeatFrequency after the canceled one ends rather than a
+// heartbeat later. A client does just that after a network error: the
+// error cancels the streaming check, and the next server selection asks
+// for one.
+func TestMonitorRequestAfterCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeServer(t)
+		f.set(func(f *fakeServer) { f.streamable = true })
+		m, r := startTestMonitor(t, f, monitorConfig{Mode: MonitoringStream})
+		sleepUntil(r, 5*time.Second)
+		m.CancelCheck()
+		m.RequestCheck() // the canceled check may not have ended yet
+		sleepUntil(r, 6*time.Second)
+		wantLines(t, r.lines(),
+			"0s started",
+			"0s succeeded in 0s",
+			"0s ok Standalone rtt 0s min 0s tv 0",
+			"0s started awaited",
+			"5s failed awaited in 5s canceled",
+			"5.5s started",
+			"5.5s succeeded in 0s",
+			"5.5s ok Standalone rtt 0s min 0s tv 0",
+			"5.5s started awaited",
+		)
+	})
+}
+
 // TestMonitorCancelCheckPolling: CancelCheck of a poll that waits for its
 // reply, and CancelCheck between checks, which closes the connection the
 // next check would have used and forgets the round trip times.
@@ -1512,11 +1543,12 @@ func TestMonitorStreamsFromReplicaSet(t *testing.T) {
 	}
 }
 
-// TestMonitorPollsStandalone: the test server's standalone reports no
-// topologyVersion, so the monitor polls; a check asked for comes once
-// minHeartbeatFrequency (1 ms here) has passed, not after the heartbeat.
+// TestMonitorPollsStandalone: a standalone of MongoDB 4.2 (maxWireVersion
+// 8) reports no topologyVersion, so the monitor polls; a check asked for
+// comes once minHeartbeatFrequency (1 ms here) has passed, not after the
+// heartbeat.
 func TestMonitorPollsStandalone(t *testing.T) {
-	srv, err := mongotest.Start()
+	srv, err := mongotest.Start(mongotest.WithWireVersions(0, 8))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1539,6 +1571,36 @@ func TestMonitorPollsStandalone(t *testing.T) {
 	}
 	if st := srv.Stats(); st.ConnectionsAccepted != 1 {
 		t.Errorf("%d connections, want the monitor's one", st.ConnectionsAccepted)
+	}
+}
+
+// TestMonitorStreamsStandalone: a standalone of MongoDB 4.4 or later
+// reports a topologyVersion, so the monitor in auto mode streams its
+// hellos: the check after the handshake is an awaited one, which the
+// server answers after maxAwaitTimeMS (the heartbeat frequency).
+func TestMonitorStreamsStandalone(t *testing.T) {
+	srv, err := mongotest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	m, next := startReporting(t, monitorConfig{
+		Address:               srv.Addr(),
+		Mode:                  MonitoringAuto,
+		HeartbeatFrequency:    100 * time.Millisecond,
+		MinHeartbeatFrequency: time.Millisecond,
+	})
+	defer m.Close()
+	first := next("the handshake", func(reported) bool { return true })
+	if first.Err != nil || first.Server.Type != Standalone || first.Server.TopologyVersion == nil {
+		t.Fatalf("first check: %v %+v", first.Err, first.Server)
+	}
+	r := next("an awaited check", func(r reported) bool { return r.awaited })
+	if r.Err != nil || r.Server.Type != Standalone || *r.Server.TopologyVersion != *first.Server.TopologyVersion {
+		t.Fatalf("awaited check: %v %+v", r.Err, r.Server)
+	}
+	if st := srv.Stats(); st.AwaitableHellos == 0 {
+		t.Errorf("stats %+v: no awaitable hello", st)
 	}
 }
 
