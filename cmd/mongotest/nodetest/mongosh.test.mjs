@@ -1,8 +1,6 @@
 // mongosh, from the npm registry, against mongotest: a script of CRUD whose
-// printed results are checked, `show dbs`, and TLS with a user. The shell
-// helpers that need commands mongotest does not have yet are written out
-// and skipped, with the missing command as the reason: take the skip away
-// once the command exists.
+// printed results are checked, `show dbs`, rs.status(), rs.conf(),
+// rs.stepDown(), db.stats(), and TLS with a user.
 //
 // mongosh is installed with `npm ci --ignore-scripts`: its optional native
 // modules (kerberos, mongodb-client-encryption, os-dns-native, ...) are
@@ -107,17 +105,26 @@ describe('mongosh and a replica set', { timeout: 8 * TIMEOUT_MS }, () => {
     assert.equal(out.trim(), m.info.hosts[1]);
   });
 
-  test('rs.status()', { skip: 'replSetGetStatus not yet implemented in mongotest' }, async () => {
+  test('rs.status()', async () => {
     const out = await mongosh([m.uri, '--quiet', '--eval', 'JSON.stringify(rs.status().members.map((x) => x.stateStr))']);
     assert.deepEqual(JSON.parse(out), ['SECONDARY', 'PRIMARY']);
   });
 
-  test('rs.conf()', { skip: 'replSetGetConfig not yet implemented in mongotest' }, async () => {
+  test('rs.conf()', async () => {
     const out = await mongosh([m.uri, '--quiet', '--eval', 'rs.conf().members.length']);
     assert.equal(out.trim(), '2');
   });
 
-  test('db.stats()', { skip: 'dbStats not yet implemented in mongotest' }, async () => {
+  // rs.stepDown() runs replSetStepDown on the primary, which hands the
+  // election over to the electable secondary, as mongod does
+  // (https://www.mongodb.com/docs/manual/reference/command/replSetStepDown/).
+  test('rs.stepDown()', async () => {
+    await mongosh([m.uri, '--quiet', '--eval', 'rs.stepDown(30)']);
+    const out = await mongosh([m.uri, '--quiet', '--eval', 'JSON.stringify(rs.status().members.map((x) => x.stateStr))']);
+    assert.deepEqual(JSON.parse(out), ['PRIMARY', 'SECONDARY']);
+  });
+
+  test('db.stats()', async () => {
     const out = await mongosh([m.uri, '--quiet', '--eval', 'db.getSiblingDB("listed").stats().collections']);
     assert.equal(out.trim(), '1');
   });
@@ -140,7 +147,7 @@ describe('mongosh over TLS, authenticated', { timeout: 4 * TIMEOUT_MS }, () => {
     assert.equal(out.trim(), 'true');
   });
 
-  test('connectionStatus', { skip: 'connectionStatus not yet implemented in mongotest' }, async () => {
+  test('connectionStatus', async () => {
     const out = await mongosh([m.uri, '--quiet', '--eval', 'db.runCommand({ connectionStatus: 1 }).authInfo.authenticatedUsers[0].user']);
     assert.equal(out.trim(), 'shell');
   });

@@ -1,0 +1,50 @@
+package mongotest_test
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestDBStatsAndConnectionStatus checks dbStats
+// (https://www.mongodb.com/docs/manual/reference/command/dbStats/) and
+// connectionStatus
+// (https://www.mongodb.com/docs/manual/reference/command/connectionStatus/).
+func TestDBStatsAndConnectionStatus(t *testing.T) {
+	srv := start(t)
+	if err := srv.AddUser("admin", "ann", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	r := dialRaw(t, srv)
+	status := r.run(cmd("admin", bson.E{Key: "connectionStatus", Value: 1}))
+	checkOK(t, status)
+	if users := arrayOf(t, status.Lookup("authInfo", "authenticatedUsers")); len(users) != 0 {
+		t.Errorf("an unauthenticated connection's users: %v", users)
+	}
+	client := connect(t, "mongodb://ann:secret@"+srv.Addr()+"/")
+	status, err := client.Database("admin").RunCommand(ctx(t), bson.D{{Key: "connectionStatus", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := arrayOf(t, status.Lookup("authInfo", "authenticatedUsers")); len(u) != 1 || u[0].Document().Lookup("user").StringValue() != "ann" {
+		t.Errorf("connectionStatus after authenticating: %s", status)
+	}
+	checkError(t, r.run(cmd("admin", bson.E{Key: "connectionStatus", Value: 1}, bson.E{Key: "showPrivileges", Value: true})), 2, "BadValue")
+
+	coll := client.Database("x").Collection("c")
+	for i := range 2 {
+		if _, err := coll.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats, err := client.Database("x").RunCommand(ctx(t), bson.D{{Key: "dbStats", Value: 1}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Lookup("collections").Int32() != 1 || stats.Lookup("objects").Int32() != 2 || stats.Lookup("indexes").Int32() != 1 || stats.Lookup("db").StringValue() != "x" {
+		t.Errorf("dbStats: %s", stats)
+	}
+	if err := client.Database("x").RunCommand(ctx(t), bson.D{{Key: "dbStats", Value: 1}, {Key: "scale", Value: 0}}).Err(); err == nil {
+		t.Error("dbStats with scale 0 succeeded")
+	}
+}
