@@ -212,6 +212,11 @@ func (s *Server) run(req *request) (bson.D, error) {
 	if !h.public && req.conn.user == nil && s.users.any() {
 		return nil, errorf(codeUnauthorized, "Command %s requires authentication", req.name)
 	}
+	if !h.public && req.conn.user != nil && !s.users.exists(*req.conn.user) {
+		// The user was dropped: mongod's user cache forgets it, and the
+		// connection may no longer do anything.
+		return nil, errorf(codeUnauthorized, "not authorized on %s to execute command { %s: ... }: the user %s@%s was dropped", req.db, req.name, req.conn.user.name, req.conn.user.db)
+	}
 	if h.legacy {
 		// Like mongod, take the hello's client metadata before the fail
 		// point looks at the connection's appName.

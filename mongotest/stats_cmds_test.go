@@ -48,3 +48,28 @@ func TestDBStatsAndConnectionStatus(t *testing.T) {
 		t.Error("dbStats with scale 0 succeeded")
 	}
 }
+
+// TestDroppedUserLosesAccess checks that a connection whose user is
+// dropped may no longer run commands, as mongod's invalidated user cache
+// makes it (https://www.mongodb.com/docs/manual/reference/command/dropUser/).
+func TestDroppedUserLosesAccess(t *testing.T) {
+	srv := start(t)
+	if err := srv.AddUser("admin", "root", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddUser("app", "bob", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	admin := connect(t, "mongodb://root:secret@"+srv.Addr()+"/")
+	bob := connect(t, "mongodb://bob:pw@"+srv.Addr()+"/app")
+	if _, err := bob.Database("app").Collection("c").InsertOne(ctx(t), bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Database("app").RunCommand(ctx(t), bson.D{{Key: "dropUser", Value: "bob"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := bob.Database("app").Collection("c").InsertOne(ctx(t), bson.D{})
+	if err == nil {
+		t.Fatal("a dropped user's connection still writes")
+	}
+}

@@ -176,6 +176,17 @@ func (r *users) lookup(db, name string) *user {
 	return r.m[userKey{db, name}]
 }
 
+// exists reports whether the user a connection authenticated as still
+// exists (a $external user is a certificate's subject).
+func (r *users) exists(k userKey) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if k.db == "$external" {
+		return r.x509[k.name] != nil || r.m[k] != nil
+	}
+	return r.m[k] != nil
+}
+
 // hasX509 reports whether subject is a MONGODB-X509 user.
 func (r *users) hasX509(subject string) bool {
 	r.mu.RLock()
