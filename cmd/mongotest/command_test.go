@@ -712,7 +712,8 @@ func TestCommandShardedCluster(t *testing.T) {
 		t.Fatal("no database on the other shard")
 	}
 
-	client := connect(t, c.uri, options.Client().SetHeartbeatInterval(500*time.Millisecond))
+	kinds := newServerKinds()
+	client := connect(t, c.uri, options.Client().SetHeartbeatInterval(500*time.Millisecond).SetServerMonitor(kinds.monitor()))
 	// CRUD through the mongoses, on both shards.
 	for _, db := range []string{dbA, dbB} {
 		coll := client.Database(db).Collection("things")
@@ -761,7 +762,12 @@ func TestCommandShardedCluster(t *testing.T) {
 	}
 
 	// Mongos 0 stops through the endpoint: its port refuses connections,
-	// and the client goes on through mongos 1.
+	// and once the client's monitor has seen it down (in half a second:
+	// the heartbeat), the client goes on through mongos 1. (Before, a
+	// write may go to mongos 0: on a pooled connection, its network error
+	// is retried on mongos 1; on a new one, the refused dial fails it, as
+	// the driver retries no error of a connection's checkout but a
+	// cleared pool's.)
 	if r := mustCall(t, "POST", c.control+"/mongos/stop?member=0", ""); r["host"] != in.Mongoses[0] {
 		t.Errorf("/mongos/stop?member=0: %v", r)
 	}
@@ -769,11 +775,9 @@ func TestCommandShardedCluster(t *testing.T) {
 		conn.Close()
 		t.Fatalf("the stopped mongos %s takes connections", in.Mongoses[0])
 	}
+	kinds.waitFor(t, in.Mongoses[0], "Unknown")
 	before := mustCall(t, "GET", c.control+"/mongos/stats?member=1", "")["stats"].(map[string]any)["commands"].(map[string]any)["insert"]
 	for i := 10; i < 20; i++ {
-		// Retryable writes: one sent to the stopped mongos meets a closed
-		// connection, which marks that mongos Unknown, and is retried on
-		// mongos 1.
 		if _, err := coll.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
 			t.Fatalf("insert %d with mongos 0 stopped: %v", i, err)
 		}
@@ -799,5 +803,50 @@ func TestCommandShardedCluster(t *testing.T) {
 	checkGone(t, infoFile)
 	if !strings.Contains(c.stderr.String(), "mongotest: a sharded cluster of 2 mongoses and 2 shards of 3 members: mongoses on "+strings.Join(in.Mongoses, ", ")) {
 		t.Errorf("stderr does not describe the cluster:\n%s", c.stderr)
+	}
+}
+
+// serverKinds follows what a client's monitor says of each server (its
+// kind: Mongos, RSPrimary, Unknown, ...), for a test that waits until the
+// client has seen a change.
+type serverKinds struct {
+	mu      sync.Mutex
+	kinds   map[string]string // by address
+	changed chan struct{}     // closed at the next change
+}
+
+func newServerKinds() *serverKinds {
+	return &serverKinds{kinds: map[string]string{}, changed: make(chan struct{})}
+}
+
+func (k *serverKinds) monitor() *event.ServerMonitor {
+	return &event.ServerMonitor{
+		ServerDescriptionChanged: func(e *event.ServerDescriptionChangedEvent) {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			k.kinds[e.Address.String()] = e.NewDescription.Kind
+			close(k.changed)
+			k.changed = make(chan struct{})
+		},
+	}
+}
+
+// waitFor waits until the monitor says that the server at addr is of kind.
+func (k *serverKinds) waitFor(t *testing.T, addr, kind string) {
+	t.Helper()
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	for {
+		k.mu.Lock()
+		got, changed := k.kinds[addr], k.changed
+		k.mu.Unlock()
+		if got == kind {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("the client never saw %s %s; it says %q", addr, kind, got)
+		}
 	}
 }
