@@ -50,7 +50,8 @@ SIGTERM, POST /shutdown to the control endpoint, or the end of standard input
 with -exit-on-eof.
 
 Control endpoint (JSON; member, shard and mongos indexes from 0):
-  GET  /status                    members, their state, and the primary
+  GET  /status                    members, their state, and the primary (of a
+                                  sharded cluster: its mongoses and shards)
   GET  /stats[?member=i]          what each server saw (commands, compression)
   POST /stepdown[?next=i|none]    step the primary down and elect another
                                   member (the next one; none: no election)
@@ -84,7 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.IntVar(&o.port, "port", 0, "listen on port `P`, the other servers on P+1, P+2, ... (a replica set's members in order; a sharded cluster's mongoses, then each shard's members); default: free ports")
 	fs.IntVar(&o.controlPort, "control-port", 0, "the control endpoint's `port` on 127.0.0.1; default: a free port")
 	fs.StringVar(&o.uriFile, "uri-file", "", "write the connection string to `file`, atomically, once everything is up")
-	fs.StringVar(&o.infoFile, "info-file", "", "write the connection string, the control URL, the hosts and the TLS files as JSON to `file`")
+	fs.StringVar(&o.infoFile, "info-file", "", "write the connection string, the control URL, the hosts (a sharded cluster's mongoses and shards too) and the TLS files as JSON to `file`")
 	fs.Func("user", "create the user `name:password` in the admin database (repeatable); the first one goes in the connection string", func(s string) error {
 		name, password, ok := strings.Cut(s, ":")
 		switch {
