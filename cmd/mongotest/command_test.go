@@ -513,21 +513,22 @@ func TestCommandGivenTLS(t *testing.T) {
 	c.stopWith(syscall.SIGTERM)
 }
 
-func TestCommandPorts(t *testing.T) {
-	// Free ports, held until the command is told them: a run of three
-	// consecutive ones for the members, and one for the control endpoint.
+// freePorts returns the first of n consecutive free ports of 127.0.0.1,
+// and another free one: held while they are looked for, free when it
+// returns, for a command to be told them.
+func freePorts(t *testing.T, n int) (base, other int) {
+	t.Helper()
 	var lns []net.Listener
-	base := 0
-	for p := 20000 + os.Getpid()%20000; p < 60000 && base == 0; p += 7 {
+	for p := 20000 + os.Getpid()%20000; p+n <= 60000 && base == 0; p += 7 {
 		var run []net.Listener
-		for i := range 3 {
+		for i := range n {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+i))
 			if err != nil {
 				break
 			}
 			run = append(run, ln)
 		}
-		if len(run) == 3 {
+		if len(run) == n {
 			base, lns = p, run
 		} else {
 			for _, ln := range run {
@@ -536,16 +537,23 @@ func TestCommandPorts(t *testing.T) {
 		}
 	}
 	if base == 0 {
-		t.Fatal("no three consecutive free ports")
+		t.Fatalf("no %d consecutive free ports", n)
 	}
-	ctl, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctlPort := ctl.Addr().(*net.TCPAddr).Port
-	for _, ln := range append(lns, ctl) {
+	other = ln.Addr().(*net.TCPAddr).Port
+	for _, ln := range append(lns, ln) {
 		ln.Close()
 	}
+	return base, other
+}
+
+func TestCommandPorts(t *testing.T) {
+	// A run of three consecutive ports for the members, and one for the
+	// control endpoint.
+	base, ctlPort := freePorts(t, 3)
 
 	c := startCommand(t, "-replset", "3", "-port", strconv.Itoa(base), "-control-port", strconv.Itoa(ctlPort))
 	want := fmt.Sprintf("mongodb://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/?replicaSet=rs0", base, base+1, base+2)
@@ -570,6 +578,34 @@ func TestCommandPorts(t *testing.T) {
 	if code := second.wait(); code != 1 || !strings.Contains(second.stderr.String(), "address already in use") {
 		t.Errorf("on a port in use: exit %d, stderr %q", code, second.stderr)
 	}
+	c.stopWith(syscall.SIGTERM)
+}
+
+// TestCommandShardedPorts checks the ports of -port for a sharded
+// cluster: the mongoses' first, then each shard's members'.
+func TestCommandShardedPorts(t *testing.T) {
+	base, ctlPort := freePorts(t, 6)
+	c := startCommand(t, "-mongos", "2", "-shards", "2", "-shard-members", "2", "-port", strconv.Itoa(base), "-control-port", strconv.Itoa(ctlPort))
+	host := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", base+i) }
+	if want := "mongodb://" + host(0) + "," + host(1) + "/"; c.uri != want {
+		t.Errorf("URI %q, want %q", c.uri, want)
+	}
+	st := mustCall(t, "GET", c.control+"/status", "")
+	for k, sh := range st["shards"].([]any) {
+		for i, m := range sh.(map[string]any)["members"].([]any) {
+			if got, want := m.(map[string]any)["host"], host(2+2*k+i); got != want {
+				t.Errorf("shard %d member %d on %v, want %s", k, i, got, want)
+			}
+		}
+	}
+	// A mongos stopped and restarted keeps its port.
+	mustCall(t, "POST", c.control+"/mongos/stop?member=1", "")
+	mustCall(t, "POST", c.control+"/mongos/restart?member=1", "")
+	conn, err := net.DialTimeout("tcp", host(1), testTimeout)
+	if err != nil {
+		t.Fatalf("mongos 1 after its restart: %v", err)
+	}
+	conn.Close()
 	c.stopWith(syscall.SIGTERM)
 }
 
@@ -622,7 +658,7 @@ func TestCommandFailures(t *testing.T) {
 		want string
 	}{
 		{[]string{"-replset", "x"}, 2, `invalid value "x" for flag -replset`},
-		{[]string{"-mongos", "2", "-shards", "3"}, 2, "not implemented yet"},
+		{[]string{"-mongos", "2", "-shards", "3", "-replset", "3"}, 2, "a replica set or a sharded cluster, not both"},
 		{[]string{"-tls-cert", "/nonexistent.pem", "-tls-key", "/nonexistent.pem"}, 1, "-tls-cert, -tls-key: open /nonexistent.pem"},
 		{[]string{"-uri-file", "/nonexistent/dir/uri"}, 1, "/nonexistent/dir: no such directory"},
 		{[]string{"-h"}, 0, "Usage: mongotest [flags]"},
@@ -638,6 +674,179 @@ func TestCommandFailures(t *testing.T) {
 		}
 		if stdout.String() != "" {
 			t.Errorf("%q: printed %q on stdout", tc.args, stdout.String())
+		}
+	}
+}
+
+func TestCommandShardedCluster(t *testing.T) {
+	infoFile := filepath.Join(t.TempDir(), "info.json")
+	c := startCommand(t, "-mongos", "2", "-shards", "2", "-shard-members", "3", "-info-file", infoFile)
+	var in info
+	if err := json.Unmarshal(waitForFile(t, infoFile), &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.URI != c.uri || in.Topology != "sharded" || in.SetName != "" || len(in.Mongoses) != 2 ||
+		strings.Join(in.Hosts, ",") != strings.Join(in.Mongoses, ",") || len(in.Shards) != 2 {
+		t.Fatalf("-info-file: %+v", in)
+	}
+	for k, sh := range in.Shards {
+		if sh.Name != fmt.Sprintf("shard%d", k) || len(sh.Hosts) != 3 {
+			t.Errorf("-info-file's shard %d: %+v", k, sh)
+		}
+	}
+	// The connection string lists the mongoses, and names no replica set.
+	if want := "mongodb://" + strings.Join(in.Mongoses, ",") + "/"; c.uri != want {
+		t.Errorf("URI %q, want %q", c.uri, want)
+	}
+
+	// Two databases on different shards, as /shardof places them.
+	shardOf := func(db string) int { return c2i(t, mustCall(t, "GET", c.control+"/shardof?db="+db, "")["shard"]) }
+	dbA, dbB := "app", ""
+	for i := range 100 {
+		if name := fmt.Sprintf("app%d", i); shardOf(name) != shardOf(dbA) {
+			dbB = name
+			break
+		}
+	}
+	if dbB == "" {
+		t.Fatal("no database on the other shard")
+	}
+
+	kinds := newServerKinds()
+	client := connect(t, c.uri, options.Client().SetHeartbeatInterval(500*time.Millisecond).SetServerMonitor(kinds.monitor()))
+	// CRUD through the mongoses, on both shards.
+	for _, db := range []string{dbA, dbB} {
+		coll := client.Database(db).Collection("things")
+		if _, err := coll.InsertMany(ctx(t), []any{bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: 1}}, bson.D{{Key: "_id", Value: 2}, {Key: "n", Value: 2}}}); err != nil {
+			t.Fatalf("InsertMany into %s: %v", db, err)
+		}
+		if r, err := coll.UpdateOne(ctx(t), bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "$set", Value: bson.D{{Key: "db", Value: db}}}}); err != nil || r.ModifiedCount != 1 {
+			t.Fatalf("UpdateOne in %s: %+v, %v", db, r, err)
+		}
+		var got struct{ DB string }
+		if err := coll.FindOne(ctx(t), bson.D{{Key: "n", Value: 2}}).Decode(&got); err != nil || got.DB != db {
+			t.Fatalf("FindOne in %s: %+v, %v", db, got, err)
+		}
+		if r, err := coll.DeleteOne(ctx(t), bson.D{{Key: "_id", Value: 1}}); err != nil || r.DeletedCount != 1 {
+			t.Fatalf("DeleteOne in %s: %+v, %v", db, r, err)
+		}
+	}
+	// Each database's writes went to its shard's primary only.
+	inserts := func(k, member int) float64 {
+		st := mustCall(t, "GET", fmt.Sprintf("%s/stats?shard=%d&member=%d", c.control, k, member), "")["stats"].(map[string]any)
+		n, _ := st["commands"].(map[string]any)["insert"].(float64)
+		return n
+	}
+	for _, k := range []int{shardOf(dbA), shardOf(dbB)} {
+		if n := inserts(k, 0); n != 1 {
+			t.Errorf("the primary of shard %d took %v inserts, want 1 (its database's)", k, n)
+		}
+	}
+
+	// A step-down of dbA's shard through the endpoint: the next member is
+	// elected, and a write to dbA succeeds there.
+	k := shardOf(dbA)
+	r := mustCall(t, "POST", fmt.Sprintf("%s/stepdown?shard=%d", c.control, k), "")
+	if r["oldPrimary"] != 0.0 || r["primary"] != 1.0 || r["primaryHost"] != in.Shards[k].Hosts[1] {
+		t.Fatalf("/stepdown?shard=%d: %v", k, r)
+	}
+	coll := client.Database(dbA).Collection("things")
+	if _, err := coll.InsertOne(ctx(t), bson.D{{Key: "_id", Value: 3}}); err != nil {
+		t.Fatalf("an insert after the shard's step-down: %v", err)
+	}
+	if n := inserts(k, 1); n != 1 {
+		t.Errorf("the new primary of shard %d took %v inserts, want 1", k, n)
+	}
+	if n, err := coll.CountDocuments(ctx(t), bson.D{}); err != nil || n != 2 {
+		t.Errorf("CountDocuments in %s: %d, %v; want 2", dbA, n, err)
+	}
+
+	// Mongos 0 stops through the endpoint: its port refuses connections,
+	// and once the client's monitor has seen it down (in half a second:
+	// the heartbeat), the client goes on through mongos 1. (Before, a
+	// write may go to mongos 0: on a pooled connection, its network error
+	// is retried on mongos 1; on a new one, the refused dial fails it, as
+	// the driver retries no error of a connection's checkout but a
+	// cleared pool's.)
+	if r := mustCall(t, "POST", c.control+"/mongos/stop?member=0", ""); r["host"] != in.Mongoses[0] {
+		t.Errorf("/mongos/stop?member=0: %v", r)
+	}
+	if conn, err := net.DialTimeout("tcp", in.Mongoses[0], testTimeout); err == nil {
+		conn.Close()
+		t.Fatalf("the stopped mongos %s takes connections", in.Mongoses[0])
+	}
+	kinds.waitFor(t, in.Mongoses[0], "Unknown")
+	before := mustCall(t, "GET", c.control+"/mongos/stats?member=1", "")["stats"].(map[string]any)["commands"].(map[string]any)["insert"]
+	for i := 10; i < 20; i++ {
+		if _, err := coll.InsertOne(ctx(t), bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatalf("insert %d with mongos 0 stopped: %v", i, err)
+		}
+	}
+	after := mustCall(t, "GET", c.control+"/mongos/stats?member=1", "")["stats"].(map[string]any)["commands"].(map[string]any)["insert"]
+	if b, _ := before.(float64); after.(float64)-b < 10 {
+		t.Errorf("mongos 1 took %v inserts, then %v: want the 10 made with mongos 0 stopped", before, after)
+	}
+
+	// It restarts on its port, and serves.
+	mustCall(t, "POST", c.control+"/mongos/restart?member=0", "")
+	if st := mustCall(t, "GET", c.control+"/status", "")["mongoses"].([]any)[0].(map[string]any)["state"]; st != "RUNNING" {
+		t.Errorf("mongos 0 after /mongos/restart: %v", st)
+	}
+	m0 := connect(t, "mongodb://"+in.Mongoses[0]+"/")
+	if n, err := m0.Database(dbA).Collection("things").CountDocuments(ctx(t), bson.D{}); err != nil || n != 12 {
+		t.Errorf("CountDocuments through the restarted mongos: %d, %v; want 12", n, err)
+	}
+
+	disconnect(t, client)
+	disconnect(t, m0)
+	c.stopWith(syscall.SIGTERM)
+	checkGone(t, infoFile)
+	if !strings.Contains(c.stderr.String(), "mongotest: a sharded cluster of 2 mongoses and 2 shards of 3 members: mongoses on "+strings.Join(in.Mongoses, ", ")) {
+		t.Errorf("stderr does not describe the cluster:\n%s", c.stderr)
+	}
+}
+
+// serverKinds follows what a client's monitor says of each server (its
+// kind: Mongos, RSPrimary, Unknown, ...), for a test that waits until the
+// client has seen a change.
+type serverKinds struct {
+	mu      sync.Mutex
+	kinds   map[string]string // by address
+	changed chan struct{}     // closed at the next change
+}
+
+func newServerKinds() *serverKinds {
+	return &serverKinds{kinds: map[string]string{}, changed: make(chan struct{})}
+}
+
+func (k *serverKinds) monitor() *event.ServerMonitor {
+	return &event.ServerMonitor{
+		ServerDescriptionChanged: func(e *event.ServerDescriptionChangedEvent) {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			k.kinds[e.Address.String()] = e.NewDescription.Kind
+			close(k.changed)
+			k.changed = make(chan struct{})
+		},
+	}
+}
+
+// waitFor waits until the monitor says that the server at addr is of kind.
+func (k *serverKinds) waitFor(t *testing.T, addr, kind string) {
+	t.Helper()
+	deadline := time.NewTimer(testTimeout)
+	defer deadline.Stop()
+	for {
+		k.mu.Lock()
+		got, changed := k.kinds[addr], k.changed
+		k.mu.Unlock()
+		if got == kind {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("the client never saw %s %s; it says %q", addr, kind, got)
 		}
 	}
 }

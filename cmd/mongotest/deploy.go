@@ -21,9 +21,10 @@ import (
 // and the files it wrote.
 type deployment struct {
 	o       *settings
-	rs      *mongotest.ReplicaSet // nil for a standalone
-	servers []*mongotest.Server   // the standalone, or the members in order
-	tls     *tlsSetup             // nil without TLS
+	rs      *mongotest.ReplicaSet     // the replica set of -replset, or nil
+	sc      *mongotest.ShardedCluster // the sharded cluster of -mongos, or nil
+	servers []*mongotest.Server       // the standalone, the members in order, or the mongoses
+	tls     *tlsSetup                 // nil without TLS
 	uri     string
 
 	ctl      *controller
@@ -35,15 +36,25 @@ type deployment struct {
 
 // info is the JSON of -info-file.
 type info struct {
-	URI         string   `json:"uri"`
-	Control     string   `json:"control"`
-	Topology    string   `json:"topology"` // "standalone" or "replicaSet"
-	SetName     string   `json:"setName,omitempty"`
-	Hosts       []string `json:"hosts"`
-	PID         int      `json:"pid"`
-	TLS         *tlsInfo `json:"tls,omitempty"`
-	Users       []string `json:"users,omitempty"` // names, in the admin database
-	Compressors []string `json:"compressors"`     // those the server accepts
+	URI      string   `json:"uri"`
+	Control  string   `json:"control"`
+	Topology string   `json:"topology"` // "standalone", "replicaSet" or "sharded"
+	SetName  string   `json:"setName,omitempty"`
+	Hosts    []string `json:"hosts"` // the servers of the connection string
+	// Mongoses and Shards describe a sharded cluster: the mongoses'
+	// addresses (Hosts too), and each shard's name and members.
+	Mongoses    []string    `json:"mongoses,omitempty"`
+	Shards      []shardInfo `json:"shards,omitempty"`
+	PID         int         `json:"pid"`
+	TLS         *tlsInfo    `json:"tls,omitempty"`
+	Users       []string    `json:"users,omitempty"` // names, in the admin database
+	Compressors []string    `json:"compressors"`     // those the server accepts
+}
+
+// shardInfo is a shard of -info-file.
+type shardInfo struct {
+	Name  string   `json:"name"`
+	Hosts []string `json:"hosts"`
 }
 
 // tlsInfo are the TLS files of -info-file.
@@ -77,7 +88,9 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 	}()
 	var opts []mongotest.Option
 	if o.port > 0 {
-		ports := make([]int, max(o.members, 1))
+		// A sharded cluster takes the mongoses' ports first, then each
+		// shard's members', as the servers() count them.
+		ports := make([]int, o.servers())
 		for i := range ports {
 			ports[i] = o.port + i
 		}
@@ -93,21 +106,29 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 		opts = append(opts, mongotest.WithCompressors(o.compressors...))
 	}
 
-	if o.members > 0 {
+	switch {
+	case o.mongoses > 0:
+		opts = append(opts, mongotest.WithShardMembers(o.shardMembers))
+		d.sc, err = mongotest.StartShardedCluster(o.mongoses, o.shards, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("starting the sharded cluster: %s", plain(err))
+		}
+		d.servers = d.sc.Mongoses()
+	case o.members > 0:
 		d.rs, err = mongotest.StartReplicaSet(o.setName, o.members, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("starting the replica set: %s", plain(err))
 		}
 		d.servers = d.rs.Members()
-	} else {
+	default:
 		srv, err := mongotest.Start(opts...)
 		if err != nil {
 			return nil, fmt.Errorf("starting the server: %s", plain(err))
 		}
 		d.servers = []*mongotest.Server{srv}
 	}
-	// The members share their users: adding them to the first adds them to
-	// all.
+	// The members share their users, and so do a cluster's servers:
+	// adding them to the first adds them to all.
 	for _, u := range o.users {
 		if err := d.servers[0].AddUser("admin", u.name, u.password); err != nil {
 			return nil, fmt.Errorf("-user %s: %s", u.name, plain(err))
@@ -123,10 +144,67 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 	return d, nil
 }
 
-// hosts returns the servers' addresses, in order.
-func (d *deployment) hosts() []string {
-	out := make([]string, len(d.servers))
-	for i, s := range d.servers {
+// topology is a kind of deployment: the controls apply to some only.
+type topology uint8
+
+const (
+	standalone topology = 1 << iota
+	replicaSet
+	sharded
+)
+
+// String is the topology as /status and -info-file name it.
+func (t topology) String() string {
+	switch t {
+	case replicaSet:
+		return "replicaSet"
+	case sharded:
+		return "sharded"
+	}
+	return "standalone"
+}
+
+// phrase is the topology in a sentence: "a replica set".
+func (t topology) phrase() string {
+	switch t {
+	case replicaSet:
+		return "a replica set"
+	case sharded:
+		return "a sharded cluster"
+	}
+	return "a standalone"
+}
+
+func (d *deployment) topology() topology {
+	switch {
+	case d.sc != nil:
+		return sharded
+	case d.rs != nil:
+		return replicaSet
+	}
+	return standalone
+}
+
+// sets returns the replica sets the controls address: the deployment's,
+// or the cluster's shards (shard k is sets()[k]); none for a standalone.
+func (d *deployment) sets() []*mongotest.ReplicaSet {
+	switch {
+	case d.sc != nil:
+		return d.sc.Shards()
+	case d.rs != nil:
+		return []*mongotest.ReplicaSet{d.rs}
+	}
+	return nil
+}
+
+// hosts returns the servers' addresses, in order: those of the connection
+// string (a cluster's mongoses).
+func (d *deployment) hosts() []string { return addrs(d.servers) }
+
+// addrs returns the addresses of servers.
+func addrs(servers []*mongotest.Server) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
 		out[i] = s.Addr()
 	}
 	return out
@@ -225,7 +303,10 @@ func (d *deployment) serve(ctx context.Context, stdin io.Reader, stdout, stderr 
 		fmt.Fprintf(stderr, "mongotest: writing to standard output: %v\n", err)
 	}
 	kind := "a standalone"
-	if d.rs != nil {
+	switch {
+	case d.sc != nil:
+		kind = fmt.Sprintf("a sharded cluster of %d mongoses and %d shards of %d members: mongoses", len(d.servers), d.o.shards, d.o.shardMembers)
+	case d.rs != nil:
 		kind = fmt.Sprintf("replica set %s of %d members", d.rs.Name(), len(d.servers))
 	}
 	fmt.Fprintf(stderr, "mongotest: %s on %s; control endpoint %s; stop with Ctrl-C or SIGTERM\n",
@@ -259,7 +340,6 @@ func (d *deployment) writeFiles() error {
 		in := info{
 			URI:         d.uri,
 			Control:     d.ctlURL,
-			Topology:    "standalone",
 			Hosts:       d.hosts(),
 			PID:         os.Getpid(),
 			Compressors: d.o.compressors,
@@ -267,8 +347,15 @@ func (d *deployment) writeFiles() error {
 		if !d.o.setCompressors {
 			in.Compressors = []string{"snappy", "zlib", "zstd"} // mongotest's default
 		}
+		in.Topology = d.topology().String()
 		if d.rs != nil {
-			in.Topology, in.SetName = "replicaSet", d.rs.Name()
+			in.SetName = d.rs.Name()
+		}
+		if d.sc != nil {
+			in.Mongoses = d.hosts()
+			for _, rs := range d.sc.Shards() {
+				in.Shards = append(in.Shards, shardInfo{Name: rs.Name(), Hosts: addrs(rs.Members())})
+			}
 		}
 		for _, u := range d.o.users {
 			in.Users = append(in.Users, u.name)
@@ -318,6 +405,10 @@ func (d *deployment) close() error {
 		d.ctlLn.Close()
 	}
 	switch {
+	case d.sc != nil:
+		if err := d.sc.Close(); err != nil {
+			errs = append(errs, err)
+		}
 	case d.rs != nil:
 		if err := d.rs.Close(); err != nil {
 			errs = append(errs, err)

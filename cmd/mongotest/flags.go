@@ -14,13 +14,16 @@ const maxMembers = 50
 
 // settings are the command's flags, checked.
 type settings struct {
-	members     int    // 0: a standalone
-	setName     string // the replica set's name
-	port        int    // the first server's port; 0: free ports
-	controlPort int    // 0: a free port
-	uriFile     string
-	infoFile    string
-	users       []user
+	members int    // 0: a standalone (or a sharded cluster)
+	setName string // the replica set's name
+	// A sharded cluster, when mongoses > 0: mongoses in front of shards,
+	// replica sets of shardMembers members each.
+	mongoses, shards, shardMembers int
+	port                           int // the first server's port; 0: free ports
+	controlPort                    int // 0: a free port
+	uriFile                        string
+	infoFile                       string
+	users                          []user
 
 	tls            bool   // -tls, or implied by -tls-cert or -tls-dir
 	tlsDir         string // where generated files go; "" for a temporary directory
@@ -39,14 +42,16 @@ type user struct{ name, password string }
 const usageText = `Usage: mongotest [flags]
 
 Runs an in-process MongoDB server (mongotest) for test suites of any language:
-a standalone, or a replica set with -replset N, on 127.0.0.1. Prints the
-connection string as the first line of standard output once everything is up,
-then "tls-dir: DIR" when -tls generated certificates, and "control: URL".
-Stops, exiting with 0, on SIGINT, SIGTERM, POST /shutdown to the control
-endpoint, or the end of standard input with -exit-on-eof.
+a standalone, a replica set with -replset N, or a sharded cluster with
+-mongos N -shards K, on 127.0.0.1. Prints the connection string as the first
+line of standard output once everything is up, then "tls-dir: DIR" when -tls
+generated certificates, and "control: URL". Stops, exiting with 0, on SIGINT,
+SIGTERM, POST /shutdown to the control endpoint, or the end of standard input
+with -exit-on-eof.
 
-Control endpoint (JSON; member indexes from 0):
-  GET  /status                    members, their state, and the primary
+Control endpoint (JSON; member, shard and mongos indexes from 0):
+  GET  /status                    members, their state, and the primary (of a
+                                  sharded cluster: its mongoses and shards)
   GET  /stats[?member=i]          what each server saw (commands, compression)
   POST /stepdown[?next=i|none]    step the primary down and elect another
                                   member (the next one; none: no election)
@@ -56,6 +61,11 @@ Control endpoint (JSON; member indexes from 0):
   POST /failpoint[?member=i]      body: {"configureFailPoint": "failCommand",
                                   "mode": ..., "data": ...} (default: primary)
   POST /shutdown
+A sharded cluster's shards take the replica set's controls, and /stats and
+/failpoint, with ?shard=k; its mongoses have their own:
+  POST /mongos/stop?member=i      POST /mongos/restart?member=i
+  POST /mongos/failpoint?member=i GET  /mongos/stats[?member=i]
+  GET  /shardof?db=NAME           the shard that holds database NAME
 
 Flags:
 `
@@ -72,10 +82,10 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.Usage = func() {}
 	fs.IntVar(&o.members, "replset", 0, "start a replica set of `N` members (1 to 50) rather than a standalone")
 	fs.StringVar(&o.setName, "name", "rs0", "the replica set's `name` (with -replset)")
-	fs.IntVar(&o.port, "port", 0, "listen on port `P` (the members of a replica set on P, P+1, ...); default: free ports")
+	fs.IntVar(&o.port, "port", 0, "listen on port `P`, the other servers on P+1, P+2, ... (a replica set's members in order; a sharded cluster's mongoses, then each shard's members); default: free ports")
 	fs.IntVar(&o.controlPort, "control-port", 0, "the control endpoint's `port` on 127.0.0.1; default: a free port")
 	fs.StringVar(&o.uriFile, "uri-file", "", "write the connection string to `file`, atomically, once everything is up")
-	fs.StringVar(&o.infoFile, "info-file", "", "write the connection string, the control URL, the hosts and the TLS files as JSON to `file`")
+	fs.StringVar(&o.infoFile, "info-file", "", "write the connection string, the control URL, the hosts (a sharded cluster's mongoses and shards too) and the TLS files as JSON to `file`")
 	fs.Func("user", "create the user `name:password` in the admin database (repeatable); the first one goes in the connection string", func(s string) error {
 		name, password, ok := strings.Cut(s, ":")
 		switch {
@@ -98,8 +108,9 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the `file` of -tls-cert's private key (PEM)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a CA `file` (PEM) that clients trust for -tls-cert, given in the connection string as tlsCAFile, and that verifies client certificates")
 	compressors := fs.String("compressors", "", "the wire compressors the server accepts, a comma-separated `list` of zstd, zlib, snappy, or none; default: all three (a client asks with its own compressors option)")
-	mongos := fs.Int("mongos", 0, "a sharded cluster of `N` mongos (not implemented yet)")
-	shards := fs.Int("shards", 0, "a sharded cluster of `K` shards (not implemented yet)")
+	fs.IntVar(&o.mongoses, "mongos", 0, "start a sharded cluster of `N` mongoses (1 to 50; 1 if only -shards is given), listed in the connection string")
+	fs.IntVar(&o.shards, "shards", 0, "the sharded cluster's `K` shards (1 to 50; 1 if only -mongos is given), replica sets named shard0, shard1, ...")
+	fs.IntVar(&o.shardMembers, "shard-members", 1, "the members of each shard of the sharded cluster, `M` (1 to 50)")
 	fs.BoolVar(&o.exitOnEOF, "exit-on-eof", false, "stop when standard input ends (its pipe's other end closed: the parent died)")
 
 	if err := fs.Parse(args); err != nil {
@@ -116,11 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: mongotest takes flags only", fs.Arg(0))
 	}
-	if given["mongos"] || given["shards"] {
-		if *mongos < 0 || *shards < 0 {
-			return nil, errors.New("-mongos and -shards take a count")
-		}
-		return nil, errors.New("-mongos/-shards: a sharded cluster is not implemented yet (mongotest has no sharded cluster): use -replset N for a replica set")
+	if err := o.checkSharded(given); err != nil {
+		return nil, err
 	}
 	switch {
 	case o.members < 0 || o.members > maxMembers:
@@ -132,10 +140,12 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	case strings.ContainsAny(o.setName, "/&?#,= "):
 		return nil, fmt.Errorf("-name %q: a replica set name has no '/', '&', '?', '#', ',', '=' or space", o.setName)
 	}
-	last := o.port + max(o.members, 1) - 1
+	last := o.port + o.servers() - 1
 	switch {
 	case o.port < 0 || o.port > 65535:
 		return nil, fmt.Errorf("-port %d: a port is 1 to 65535 (0, the default, takes free ports)", o.port)
+	case o.port > 0 && last > 65535 && o.mongoses > 0:
+		return nil, fmt.Errorf("-port %d: the %d mongoses and %d shard members need ports up to %d, beyond 65535", o.port, o.mongoses, o.shards*o.shardMembers, last)
 	case o.port > 0 && last > 65535:
 		return nil, fmt.Errorf("-port %d: the %d members need ports up to %d, beyond 65535", o.port, o.members, last)
 	case o.controlPort < 0 || o.controlPort > 65535:
@@ -166,6 +176,46 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 		o.compressors = c
 	}
 	return o, nil
+}
+
+// checkSharded checks the flags of a sharded cluster, given or not, and
+// fills in the count left out: -mongos N alone has one shard, -shards K
+// alone one mongos.
+func (o *settings) checkSharded(given map[string]bool) error {
+	if !given["mongos"] && !given["shards"] {
+		if given["shard-members"] {
+			return errors.New("-shard-members sizes the shards of a sharded cluster: give -mongos N -shards K too")
+		}
+		return nil
+	}
+	if !given["mongos"] {
+		o.mongoses = 1
+	}
+	if !given["shards"] {
+		o.shards = 1
+	}
+	switch {
+	case o.mongoses < 1 || o.mongoses > maxMembers:
+		return fmt.Errorf("-mongos %d: a sharded cluster has 1 to %d mongoses", o.mongoses, maxMembers)
+	case o.shards < 1 || o.shards > maxMembers:
+		return fmt.Errorf("-shards %d: a sharded cluster has 1 to %d shards", o.shards, maxMembers)
+	case o.shardMembers < 1 || o.shardMembers > maxMembers:
+		return fmt.Errorf("-shard-members %d: a shard is a replica set of 1 to %d members", o.shardMembers, maxMembers)
+	case given["replset"]:
+		return errors.New("-replset and -mongos/-shards: a replica set or a sharded cluster, not both (for shards of several members, say -shard-members M)")
+	case given["name"]:
+		return errors.New("-name names a replica set: the shards of a sharded cluster are named shard0, shard1, ...")
+	}
+	return nil
+}
+
+// servers returns the number of servers o starts: the standalone, the
+// replica set's members, or the mongoses and every shard's members.
+func (o *settings) servers() int {
+	if o.mongoses > 0 {
+		return o.mongoses + o.shards*o.shardMembers
+	}
+	return max(o.members, 1)
 }
 
 // parseCompressors parses -compressors: names among zstd, zlib and snappy,

@@ -37,8 +37,15 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-compressors", "zlib,zlib"}, "zlib is given twice"},
 		{[]string{"-compressors", ""}, "an empty name"},
 		{[]string{"-compressors", "zlib,,zstd"}, "an empty name"},
-		{[]string{"-mongos", "2", "-shards", "2"}, "a sharded cluster is not implemented yet"},
-		{[]string{"-shards", "1"}, "not implemented yet"},
+		{[]string{"-mongos", "0", "-shards", "2"}, "-mongos 0: a sharded cluster has 1 to 50 mongoses"},
+		{[]string{"-mongos", "51"}, "-mongos 51"},
+		{[]string{"-shards", "-1"}, "-shards -1: a sharded cluster has 1 to 50 shards"},
+		{[]string{"-mongos", "1", "-shards", "2", "-shard-members", "0"}, "-shard-members 0: a shard is a replica set of 1 to 50 members"},
+		{[]string{"-shard-members", "3"}, "-shard-members sizes the shards of a sharded cluster: give -mongos N -shards K too"},
+		{[]string{"-mongos", "2", "-replset", "3"}, "a replica set or a sharded cluster, not both"},
+		{[]string{"-shards", "2", "-name", "x"}, "the shards of a sharded cluster are named shard0, shard1"},
+		{[]string{"-mongos", "2", "-shards", "2", "-shard-members", "3", "-port", "65530"}, "the 2 mongoses and 6 shard members need ports up to 65537"},
+		{[]string{"-mongos", "2", "-shards", "2", "-port", "30000", "-control-port", "30003"}, "-control-port 30003 is one of the servers' ports (30000 to 30003)"},
 		{[]string{"-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
@@ -93,6 +100,29 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || !o.setCompressors || o.compressors == nil || len(o.compressors) != 0 {
 		t.Errorf("-compressors none: %+v, %v", o, err)
 	}
+	// A sharded cluster: a count left out is 1.
+	for _, c := range []struct {
+		args                           []string
+		mongoses, shards, shardMembers int
+	}{
+		{[]string{"-mongos", "2", "-shards", "3", "-shard-members", "5"}, 2, 3, 5},
+		{[]string{"-mongos", "2"}, 2, 1, 1},
+		{[]string{"-shards", "4"}, 1, 4, 1},
+	} {
+		o, err := parseFlags(c.args, &bytes.Buffer{})
+		if err != nil {
+			t.Errorf("%q: %v", c.args, err)
+			continue
+		}
+		if o.mongoses != c.mongoses || o.shards != c.shards || o.shardMembers != c.shardMembers || o.members != 0 {
+			t.Errorf("%q: %d mongoses, %d shards of %d members (members %d); want %d, %d, %d", c.args,
+				o.mongoses, o.shards, o.shardMembers, o.members, c.mongoses, c.shards, c.shardMembers)
+		}
+		if want := c.mongoses + c.shards*c.shardMembers; o.servers() != want {
+			t.Errorf("%q: %d servers, want %d", c.args, o.servers(), want)
+		}
+	}
+
 	// -tls-dir and -tls-cert imply -tls.
 	for _, args := range [][]string{{"-tls-dir", "d"}, {"-tls-cert", "c", "-tls-key", "k"}} {
 		if o, err := parseFlags(args, &bytes.Buffer{}); err != nil || !o.tls {
@@ -107,7 +137,8 @@ func TestParseFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"Usage: mongotest [flags]", "POST /stepdown", "-replset N", "-uri-file file", "-exit-on-eof"} {
+	for _, want := range []string{"Usage: mongotest [flags]", "POST /stepdown", "-replset N", "-uri-file file", "-exit-on-eof",
+		"-mongos N", "-shards K", "-shard-members M", "POST /mongos/stop?member=i", "?shard=k"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("the usage lacks %q:\n%s", want, stderr.String())
 		}

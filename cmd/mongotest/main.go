@@ -1,9 +1,11 @@
 // Command mongotest runs the in-process MongoDB server of the mongotest
-// package, a standalone or a replica set, as a process of its own, so that
-// the test suites of any language (Node.js, Python, ...) can use it as Go
-// tests do: start it, read its connection string, drive the replica set
-// through a small HTTP control endpoint (step-downs, stopped and
-// partitioned members, lag, fail points), and stop it.
+// package, a standalone, a replica set (-replset N) or a sharded cluster
+// (-mongos N -shards K, with -shard-members M), as a process of its own, so
+// that the test suites of any language (Node.js, Python, ...) can use it as
+// Go tests do: start it, read its connection string, drive the replica set,
+// or the cluster's shards and mongoses, through a small HTTP control
+// endpoint (step-downs, stopped and partitioned members, lag, fail points),
+// and stop it.
 //
 // Usage:
 //
@@ -33,6 +35,19 @@
 //	POST /lag?member=i&ms=N          member i reports a lastWrite N ms behind
 //	POST /failpoint[?member=i]       body: a configureFailPoint command in JSON
 //	POST /shutdown                   stop the command, as SIGTERM does
+//
+// On a sharded cluster, the replica set's controls, /stats and /failpoint
+// address shard k with ?shard=k, which they need (/stats without
+// parameters reports every server); /status reports the mongoses and the
+// shards; and the mongoses have controls of their own:
+//
+//	GET  /shardof?db=NAME            the shard that holds database NAME
+//	POST /mongos/stop?member=i       stop mongos i, as a killed mongos
+//	POST /mongos/restart?member=i    start it again on its port
+//	POST /mongos/failpoint?member=i  body: a configureFailPoint command in JSON
+//	GET  /mongos/stats[?member=i]    what the mongoses saw
+//
+// The connection string of a sharded cluster lists its mongoses.
 //
 // It stops, closing the servers and exiting with 0, on SIGINT, SIGTERM,
 // POST /shutdown, or, with -exit-on-eof, when its standard input ends: a
