@@ -59,6 +59,9 @@ type Client struct {
 	// clusterTime is the highest $clusterTime the servers' replies
 	// carried, which every command sends (causal.go).
 	clusterTime atomic.Pointer[clusterTime]
+	// writeConcern and readConcern are the connection string's, nil when
+	// it sets none (defaultconcern.go).
+	writeConcern, readConcern bson.Raw
 
 	poolsMu sync.Mutex    // protects following fields
 	pools   []*pool.Pool  // the pools made for servers, closed ones until the next pass
@@ -254,6 +257,8 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		warnings:           slices.Clone(cs.Warnings),
 		commands:           cfg.commands,
 		logs:               cfg.logger != nil,
+		writeConcern:       writeConcernOf(cs),
+		readConcern:        readConcernOf(cs),
 	}
 	if cfg.single && len(cs.Hosts) != 1 {
 		return nil, fmt.Errorf("mongopool: a pool serves one endpoint, and %s lists %d hosts (%s): use NewClient, or open one pool per host",
@@ -423,7 +428,8 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 	if err != nil {
 		return nil, err
 	}
-	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw), noSession: unacknowledged(raw)}
+	w0 := k == opWrite && c.defaultUnacknowledged(raw)
+	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && (w0 || !retryableWriteCommand(raw)), noSession: w0 || unacknowledged(raw)}
 	c.numberOp(o)
 	for _, opt := range opts {
 		opt(o)
@@ -688,9 +694,12 @@ func (c *Client) prepare(ctx context.Context, s *topology.Server, conn *connecti
 		rc, _ := o.cmd.Lookup("readConcern").DocumentOK()
 		if rc != nil {
 			base = withoutKey(o.cmd, "readConcern")
+		} else if o.kind == opRead {
+			rc = c.readConcern
 		}
 		fields = append(fields, field{"readConcern", docValue(readConcernWith(rc, after))})
 	}
+	fields = c.concernFields(o, causal, fields)
 	if ct := c.clusterTimeFor(o); ct != nil {
 		fields = append(fields, field{"$clusterTime", docValue(ct)})
 	}

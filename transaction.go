@@ -125,6 +125,13 @@ func (s *Session) StartTransaction(opts *TransactionOptions) error {
 		}
 		maxCommit = opts.MaxCommitTime
 	}
+	// A transaction without concerns of its own takes the client's.
+	if rc == nil {
+		rc = s.c.readConcern
+	}
+	if wc == nil {
+		wc = s.c.writeConcern
+	}
 	if d := s.c.topo.Description(); d.Type == topology.Single {
 		for _, sd := range d.Servers() {
 			if sd.Type == topology.Standalone {
