@@ -234,9 +234,11 @@ func TestSDAMBackpressureDoesNotClear(t *testing.T) {
 		limits.run(t, tc.name, func(t *testing.T) {
 			s := server(t)
 			rec := newSDAMEvents()
-			p := sdamNew(t, s.URI()+"?appName=sdam-bp&heartbeatFrequencyMS=3600000", rec)
-			// The monitor's hello is done before the fail point is set:
-			// the pool's connection meets it.
+			// The monitor polls, once an hour: its hello is done before
+			// the fail point is set, and no other hello of its (a
+			// streaming monitor's round-trip-time hellos) can meet the
+			// fail point instead of the pool's connection.
+			p := sdamNew(t, s.URI()+"?appName=sdam-bp&heartbeatFrequencyMS=3600000&serverMonitoringMode=poll", rec)
 			rec.awaitReady(t, limits.ctx(t))
 			fp := tc.fp
 			fp.AppName, fp.Times = "sdam-bp", 1
@@ -268,7 +270,9 @@ func TestSDAMStaleErrorDoesNotClearAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := newSDAMEvents()
-	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-stale&maxConnecting=2&heartbeatFrequencyMS=3600000", rec)
+	// The monitor polls, once an hour: a streaming one would see the
+	// server close too, and clear the pool itself.
+	p := sdamNew(t, "mongodb://alice:secret@"+s.Addr()+"/?appName=sdam-stale&maxConnecting=2&heartbeatFrequencyMS=3600000&serverMonitoringMode=poll", rec)
 	rec.awaitReady(t, ctx(t))
 	// Both connections block in saslContinue; closing the server then
 	// breaks them both during authentication.
