@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/mongotest"
@@ -85,4 +87,63 @@ func BenchmarkCursorGetMore(b *testing.B) {
 		}
 	}
 	cur.Close(ctx)
+}
+
+// A transaction of one update, committed (WithTransaction), on the client
+// and, in the same run against the same kind of server, on the official
+// driver: the ratio of the two is the figure to read. The collection holds
+// one document: the test server copies a collection for each transaction
+// that uses it, which would otherwise be most of the cost.
+func BenchmarkTransaction(b *testing.B) {
+	ctx := context.Background()
+	b.Run("mongopool", func(b *testing.B) {
+		c := benchClient(b)
+		s, err := c.StartSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		inc := bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{
+			{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}},
+			{Key: "u", Value: bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}},
+			{Key: "upsert", Value: true},
+		}}}}
+		b.ReportAllocs()
+		for b.Loop() {
+			err := s.WithTransaction(ctx, func(ctx context.Context) error {
+				_, err := c.Write(ctx, "db", inc, mongopool.WithSession(s))
+				return err
+			}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("driver", func(b *testing.B) {
+		rs, err := mongotest.StartReplicaSet("rs", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { rs.Close() })
+		client, err := mongo.Connect(options.Client().ApplyURI(rs.URI()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { client.Disconnect(context.Background()) })
+		coll := client.Database("db").Collection("c")
+		s, err := client.StartSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		b.ReportAllocs()
+		for b.Loop() {
+			_, err := s.WithTransaction(ctx, func(ctx context.Context) (any, error) {
+				return coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}, options.UpdateOne().SetUpsert(true))
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
