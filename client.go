@@ -529,7 +529,7 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		}
 		if o.tx != nil && o.tx.commitOrAbort {
 			o.explicit.mu.Lock()
-			o.explicit.retryTerminalLocked(o)
+			o.explicit.retryTerminalLocked(o, overload)
 			o.explicit.mu.Unlock()
 		}
 		prev = err

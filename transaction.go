@@ -75,8 +75,10 @@ type sessionTxn struct {
 	// something to commit).
 	ran bool
 	// commits counts the commit attempts, the retries of which go with
-	// w: majority.
-	commits int
+	// w: majority; commitFailed is set once one failed with an error
+	// other than an overload error (see retryTerminalLocked).
+	commits      int
+	commitFailed bool
 	// pinned is the mongos a sharded transaction runs on; conn, the
 	// connection a transaction behind a load balancer runs on.
 	pinned        string
@@ -394,13 +396,21 @@ func (c *Client) runTerminal(ctx context.Context, o *operation) (bson.Raw, error
 	return c.execute(ctx, o)
 }
 
-// retryTerminalLocked prepares the retry of a commit or abort: unpinned, a
-// commit with a majority write concern.
-func (s *Session) retryTerminalLocked(o *operation) {
+// retryTerminalLocked prepares the retry of a commit or abort after an
+// error (overload: a retryable overload error): unpinned; a commit with a
+// majority write concern, but while its attempts have failed with overload
+// errors only, after which it keeps the one it had (the transactions
+// specification's "Interaction with Client Backpressure").
+func (s *Session) retryTerminalLocked(o *operation, overload bool) {
 	s.unpinLocked()
 	o.sel = nil
 	if commandName(o.cmd) == "commitTransaction" {
-		o.cmd = s.terminalCommandLocked("commitTransaction", true)
+		if !overload {
+			s.tx.commitFailed = true
+		}
+		if s.tx.commitFailed {
+			o.cmd = s.terminalCommandLocked("commitTransaction", true)
+		}
 		s.tx.commits++
 	}
 }
@@ -459,7 +469,7 @@ func (c *Client) executePinned(ctx context.Context, o *operation) (bson.Raw, err
 		retry := err != nil && o.tx.commitOrAbort && attempt == 0 &&
 			(broken || errors.Is(err, pool.ErrPoolCleared) || pool.HasErrorLabel(err, labelRetryableWrite))
 		if retry {
-			s.retryTerminalLocked(o)
+			s.retryTerminalLocked(o, false)
 		}
 		s.mu.Unlock()
 		if !retry {

@@ -455,3 +455,55 @@ func TestTransactionBehindLoadBalancer(t *testing.T) {
 		t.Errorf("%d documents, want 3", n)
 	}
 }
+
+// A commit retried after an overload error keeps its write concern (the
+// transactions specification's "Interaction with Client Backpressure");
+// after another retryable error it takes w: majority, and keeps it for the
+// overload errors after.
+func TestCommitRetryWriteConcernAfterOverload(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	overload := mongotest.FailPoint{Commands: []string{"commitTransaction"}, ErrorCode: 112,
+		ErrorLabels: []string{"RetryableError", "SystemOverloadedError"}}
+	commitWCs := func(setup ...mongotest.FailPoint) []bson.RawValue {
+		t.Helper()
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		if err := s.StartTransaction(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s)); err != nil {
+			t.Fatal(err)
+		}
+		for _, fp := range setup {
+			if err := rs.Members()[0].SetFailPoint(fp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wcs []bson.RawValue
+		for _, e := range log.take(t, c, "commitTransaction") {
+			if e.Type == mongopool.CommandStarted {
+				wcs = append(wcs, e.Command.Lookup("writeConcern"))
+			}
+		}
+		return wcs
+	}
+	overload.Times = 2
+	wcs := commitWCs(overload)
+	if len(wcs) != 3 {
+		t.Fatalf("%d commits, want 3 (two overload errors)", len(wcs))
+	}
+	for i, wc := range wcs {
+		if wc.Type != 0 {
+			t.Errorf("commit %d after overload errors only: writeConcern %s, want none, as the first", i, wc)
+		}
+	}
+}
