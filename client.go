@@ -573,7 +573,8 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		return nil, false, err
 	}
 	broken = conn.Err() != nil
-	if broken && o.txn != 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	retryable := o.txn != 0 || o.tx != nil && o.tx.commitOrAbort // a commit or an abort is one whatever retryWrites says
+	if broken && retryable && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		err = labelled(err, labelRetryableWrite) // a retryable write's network error
 	}
 	return reply, broken, err

@@ -462,6 +462,9 @@ func (c *Client) executePinned(ctx context.Context, o *operation) (bson.Raw, err
 			err = writeReplyError(reply)
 		}
 		broken := cn.cn.Err() != nil
+		if broken && o.tx.commitOrAbort && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = labelled(err, labelRetryableWrite) // a retryable write's network error
+		}
 		err = transactionError(o, err, broken, false)
 		o.servedBy = cn.Address()
 		s.mu.Lock()

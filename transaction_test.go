@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -505,5 +506,51 @@ func TestCommitRetryWriteConcernAfterOverload(t *testing.T) {
 		if wc.Type != 0 {
 			t.Errorf("commit %d after overload errors only: writeConcern %s, want none, as the first", i, wc)
 		}
+	}
+}
+
+// A commit's network error, after the retry, is labelled
+// RetryableWriteError, as any retryable write's network error is, and
+// UnknownTransactionCommitResult (the transactions specification: the
+// commit is a retryable write whatever retryWrites says).
+func TestCommitNetworkErrorLabels(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	lb := startServer(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
+	for _, uri := range []string{rs.URI(), rs.URI() + "&retryWrites=false", lb.URI() + "?loadBalanced=true"} {
+		srv := rs.Members()[0]
+		if strings.Contains(uri, "loadBalanced") {
+			srv = lb
+		}
+		c := newClient(t, uri)
+		ctx := ctx(t)
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StartTransaction(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s)); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"commitTransaction"}, Times: 2, CloseConnection: true}); err != nil {
+			t.Fatal(err)
+		}
+		err = s.CommitTransaction(ctx)
+		if err == nil {
+			t.Fatalf("%s: a commit whose connections were closed succeeded", uri)
+		}
+		for _, l := range []string{"RetryableWriteError", mongopool.LabelUnknownTransactionCommitResult} {
+			if !pool.HasErrorLabel(err, l) {
+				t.Errorf("%s: the commit's error %v has no label %s", uri, err, l)
+			}
+		}
+		if pool.HasErrorLabel(err, mongopool.LabelTransientTransactionError) {
+			t.Errorf("%s: the commit's error %v is labelled TransientTransactionError", uri, err)
+		}
+		if err := s.CommitTransaction(ctx); err != nil {
+			t.Errorf("%s: the commit again: %v", uri, err)
+		}
+		s.EndSession(ctx)
 	}
 }
