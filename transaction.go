@@ -98,14 +98,15 @@ type txnCommand struct {
 // Errors of the transaction API, with the transactions specification's
 // messages.
 var (
-	ErrNoTransactionStarted    = errors.New("mongopool: No transaction started")
-	ErrTransactionInProgress   = errors.New("mongopool: Transaction already in progress")
-	ErrCommitAfterAbort        = errors.New("mongopool: Cannot call commitTransaction after calling abortTransaction")
-	ErrAbortAfterCommit        = errors.New("mongopool: Cannot call abortTransaction after calling commitTransaction")
-	ErrAbortTwice              = errors.New("mongopool: Cannot call abortTransaction twice")
-	ErrTransactionReadPref     = errors.New("mongopool: read preference in a transaction must be primary")
-	ErrConcernInTransaction    = errors.New("mongopool: Cannot set read concern or write concern on a command of a transaction: the transaction's options set them")
-	ErrTransactionsUnsupported = errors.New("mongopool: the deployment does not support transactions: they need a replica set, a sharded cluster or a load balancer")
+	ErrNoTransactionStarted      = errors.New("mongopool: No transaction started")
+	ErrTransactionInProgress     = errors.New("mongopool: Transaction already in progress")
+	ErrCommitAfterAbort          = errors.New("mongopool: Cannot call commitTransaction after calling abortTransaction")
+	ErrAbortAfterCommit          = errors.New("mongopool: Cannot call abortTransaction after calling commitTransaction")
+	ErrAbortTwice                = errors.New("mongopool: Cannot call abortTransaction twice")
+	ErrTransactionReadPref       = errors.New("mongopool: read preference in a transaction must be primary")
+	ErrConcernInTransaction      = errors.New("mongopool: Cannot set read concern or write concern on a command of a transaction: the transaction's options set them")
+	ErrTransactionsUnsupported   = errors.New("mongopool: the deployment does not support transactions: they need a replica set, a sharded cluster or a load balancer")
+	ErrUnacknowledgedTransaction = errors.New("mongopool: transactions do not support unacknowledged write concern")
 )
 
 // StartTransaction starts a transaction on the session, with opts (nil for
@@ -122,6 +123,9 @@ func (s *Session) StartTransaction(opts *TransactionOptions) error {
 			b, err := bson.Marshal(opts.WriteConcern)
 			if err != nil {
 				return fmt.Errorf("mongopool: the transaction's write concern: %w", err)
+			}
+			if w, ok := bson.Raw(b).Lookup("w").AsFloat64OK(); ok && w == 0 {
+				return ErrUnacknowledgedTransaction
 			}
 			wc = b
 		}

@@ -554,3 +554,27 @@ func TestCommitNetworkErrorLabels(t *testing.T) {
 		s.EndSession(ctx)
 	}
 }
+
+// A transaction cannot have an unacknowledged write concern (the
+// transactions specification's startTransaction).
+func TestStartTransactionUnacknowledged(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	c := newClient(t, rs.URI())
+	s, err := c.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx(t))
+	for _, w := range []any{0, int64(0), 0.0} {
+		err := s.StartTransaction(&mongopool.TransactionOptions{WriteConcern: bson.D{{Key: "w", Value: w}}})
+		if !errors.Is(err, mongopool.ErrUnacknowledgedTransaction) {
+			t.Errorf("w: %T 0: %v, want ErrUnacknowledgedTransaction", w, err)
+		}
+		if got := s.TransactionState(); got != "none" {
+			t.Errorf("state %q after the refused start, want none", got)
+		}
+	}
+	if err := s.StartTransaction(&mongopool.TransactionOptions{WriteConcern: bson.D{{Key: "w", Value: 1}}}); err != nil {
+		t.Errorf("w: 1: %v", err)
+	}
+}
