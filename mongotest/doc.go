@@ -70,7 +70,9 @@
 // NoSuchTransaction (251) once a transaction is aborted by an error, a
 // step-down or its lifetime limit (WithTransactionLifetime, 60 seconds by
 // default); OperationNotSupportedInTransaction (263) for commands that do
-// not run in one. A standalone refuses them, as mongod does.
+// not run in one. It does not implement create and createIndexes in a
+// transaction (mongod from 4.4 on runs them there), which it refuses. A
+// standalone refuses transactions, as mongod does.
 //
 // # Replica sets
 //
