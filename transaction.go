@@ -540,8 +540,7 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			if err == nil {
 				return nil
 			}
-			var ce *wire.CommandError
-			if pool.HasErrorLabel(err, LabelUnknownTransactionCommitResult) && !(errors.As(err, &ce) && ce.Code == 50) && ctx.Err() == nil {
+			if pool.HasErrorLabel(err, LabelUnknownTransactionCommitResult) && !maxTimeMSExpired(err) && ctx.Err() == nil {
 				if time.Since(start) >= limit {
 					return txnTimeout(err)
 				}
@@ -554,6 +553,14 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			return err
 		}
 	}
+}
+
+// maxTimeMSExpired reports a commit's MaxTimeMSExpired error, the
+// command's or its write concern's, which WithTransaction does not retry.
+func maxTimeMSExpired(err error) bool {
+	var ce *wire.CommandError
+	var wce *WriteConcernError
+	return errors.As(err, &ce) && ce.Code == 50 || errors.As(err, &wce) && wce.Code == 50
 }
 
 // pow15 returns 1.5^n, capped where the backoff stops growing.

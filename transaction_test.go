@@ -578,3 +578,37 @@ func TestStartTransactionUnacknowledged(t *testing.T) {
 		t.Errorf("w: 1: %v", err)
 	}
 }
+
+// WithTransaction does not retry a commit that failed with
+// MaxTimeMSExpired, whether as the command's error or as its write
+// concern error (the convenient API specification).
+func TestWithTransactionMaxTimeMSExpired(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	for _, fp := range []mongotest.FailPoint{
+		{Commands: []string{"commitTransaction"}, Times: 1, ErrorCode: 50},
+		{Commands: []string{"commitTransaction"}, Times: 1, WriteConcernError: bson.D{{Key: "code", Value: 50},
+			{Key: "codeName", Value: "MaxTimeMSExpired"}, {Key: "errmsg", Value: "operation exceeded time limit"}}},
+	} {
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Members()[0].SetFailPoint(fp); err != nil {
+			t.Fatal(err)
+		}
+		err = s.WithTransaction(ctx, func(ctx context.Context) error {
+			_, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s))
+			return err
+		}, nil)
+		s.EndSession(ctx)
+		if err == nil || !pool.HasErrorLabel(err, mongopool.LabelUnknownTransactionCommitResult) {
+			t.Errorf("%+v: WithTransaction: %v, want the commit's MaxTimeMSExpired error, labelled UnknownTransactionCommitResult", fp, err)
+		}
+		if n := len(log.take(t, c, "commitTransaction")); n != 2 {
+			t.Errorf("%+v: %d commit events, want one commit", fp, n)
+		}
+	}
+}
