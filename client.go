@@ -726,15 +726,25 @@ func supportsSessions(d topology.Description, sd topology.ServerDescription) (ti
 // readPrefField returns the $readPreference of o for a server of type st in
 // a topology of type tt, as the server selection specification's "Passing
 // read preference" says: a mongos or a load balancer gets the read
-// preference unless it is primary; a server connected to directly,
-// primaryPreferred, so that it answers even as a secondary; a replica set
-// member, the read preference unless it is primary.
+// preference unless it is primary; a server connected to directly, none if
+// it is a standalone, else the read preference, primaryPreferred for
+// primary, so that it answers even as a secondary; a replica set member,
+// the read preference unless it is primary.
 func readPrefField(tt topology.TopologyType, st topology.ServerType, o *operation) (bson.Raw, bool) {
 	if o.kind == opWrite {
 		return nil, false
 	}
 	if tt == topology.Single && st != topology.Mongos && st != topology.LoadBalancer {
-		return readPrefDoc(topology.ReadPref{Mode: topology.ModePrimaryPreferred}), true
+		// A direct connection: a standalone gets no read preference;
+		// another server the application's, primaryPreferred for
+		// primary, so that it runs the command whatever its state.
+		switch {
+		case st == topology.Standalone:
+			return nil, false
+		case o.readPref.Mode == topology.ModePrimary:
+			return readPrefDoc(topology.ReadPref{Mode: topology.ModePrimaryPreferred}), true
+		}
+		return readPrefDoc(o.readPref), true
 	}
 	if o.readPref.Mode == topology.ModePrimary {
 		return nil, false

@@ -408,3 +408,36 @@ func TestClientWriteOnStandaloneIsNotResent(t *testing.T) {
 		t.Errorf("inserts seen by the server: %d, want 1", n)
 	}
 }
+
+// In a Single topology, a standalone gets no $readPreference, and another
+// server the application's, or primaryPreferred for primary (the server
+// selection specification's "Topology type: Single").
+func TestReadPreferenceSingleTopology(t *testing.T) {
+	standalone := startServer(t)
+	rs := startReplicaSet(t, 2)
+	secondary := rs.Members()[1]
+	nearest := topology.ReadPref{Mode: topology.ModeNearest}
+	for _, tc := range []struct {
+		uri  string
+		opts []mongopool.CommandOption
+		want string // the mode, "" for none
+	}{
+		{standalone.URI(), nil, ""},
+		{standalone.URI(), []mongopool.CommandOption{mongopool.WithReadPreference(nearest)}, ""},
+		{"mongodb://" + secondary.Addr() + "/?directConnection=true", nil, "primaryPreferred"},
+		{"mongodb://" + secondary.Addr() + "/?directConnection=true", []mongopool.CommandOption{mongopool.WithReadPreference(nearest)}, "nearest"},
+	} {
+		var log commandLog
+		c := newClient(t, tc.uri, mongopool.WithCommandEventHandler(log.handler))
+		for _, run := range []func(context.Context, string, any, ...mongopool.CommandOption) (bson.Raw, error){c.RunCommand, c.Read} {
+			if _, err := run(ctx(t), "db", bson.D{{Key: "count", Value: "c"}}, tc.opts...); err != nil {
+				t.Fatalf("%s: %v", tc.uri, err)
+			}
+			cmd := log.take(t, c, "count")[0].Command
+			got, _ := cmd.Lookup("$readPreference", "mode").StringValueOK()
+			if got != tc.want {
+				t.Errorf("%s with %d options: $readPreference %s, want mode %q", tc.uri, len(tc.opts), cmd.Lookup("$readPreference"), tc.want)
+			}
+		}
+	}
+}
