@@ -554,10 +554,14 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	defer s.Done()
 	p, pc, err := checkOut(ctx, s)
 	if err != nil {
-		if errors.Is(err, pool.ErrPoolCleared) && o.kind == opWrite && c.retryWrites && !o.plainWrite {
+		// Nothing was sent: a cleared pool's error and the handshake's
+		// retryable errors make a retryable write's retry.
+		handshake := retryableHandshakeError(err)
+		if (errors.Is(err, pool.ErrPoolCleared) || handshake) && o.kind == opWrite &&
+			(c.retryWrites && !o.plainWrite || o.tx != nil && o.tx.commitOrAbort) {
 			err = labelled(err, labelRetryableWrite)
 		}
-		return nil, false, err
+		return nil, handshake && isNetworkError(err), err
 	}
 	defer p.CheckIn(pc)
 	conn := pc.Link().(*connection.Conn)
