@@ -364,13 +364,15 @@ type operation struct {
 	// cursor's getMore: see serverAt); servedBy is the server it ran on.
 	sel      topology.Selector
 	servedBy string
-	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime.
-	batchSize   int32
-	maxAwait    time.Duration
-	readPref    topology.ReadPref
-	hasReadPref bool
-	session     *serverSession // a retryable write's, once it has one
-	txn         int64          // its txnNumber
+	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime,
+	// WithGetMoreComment.
+	batchSize      int32
+	maxAwait       time.Duration
+	getMoreComment bson.RawValue
+	readPref       topology.ReadPref
+	hasReadPref    bool
+	session        *serverSession // a retryable write's, once it has one
+	txn            int64          // its txnNumber
 	// tx is set on a command of a transaction (see Session.joinLocked).
 	tx *txnCommand
 	id int64 // the operation id of its command events
