@@ -284,3 +284,23 @@ func TestUpdateSortByVersion(t *testing.T) {
 		t.Errorf("8.0: nModified %d, want 1", n)
 	}
 }
+
+// An _id may not hold a '$'-prefixed field, at any depth, as mongod has it;
+// a dotted one is fine.
+func TestInsertDollarPrefixedID(t *testing.T) {
+	r := dialRaw(t, start(t))
+	insert := func(id any) bson.Raw {
+		return r.run(cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}))
+	}
+	for _, id := range []any{bson.D{{Key: "$a", Value: 1}}, bson.D{{Key: "a", Value: bson.D{{Key: "$b", Value: 1}}}}} {
+		reply := insert(id)
+		we, ok := reply.Lookup("writeErrors", "0").DocumentOK()
+		if !ok || we.Lookup("code").Int32() != 52 {
+			t.Errorf("_id %v: %s, want a write error DollarPrefixedFieldName (52)", id, reply)
+		}
+	}
+	checkOK(t, insert(bson.D{{Key: "a.b", Value: 1}}))
+	if reply := insert(bson.D{{Key: "a.b", Value: 2}}); reply.Lookup("writeErrors").Type != 0 {
+		t.Errorf("a dotted _id: %s", reply)
+	}
+}
