@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/connstring"
@@ -357,6 +358,9 @@ type operation struct {
 	// sessionInCmd: cmd already has the session's lsid (a cursor's
 	// getMore, which builds its command itself).
 	sessionInCmd bool
+	// noReply: an unacknowledged write, sent with moreToCome; its reply
+	// is {ok: 1}, as the command monitoring specification has it.
+	noReply bool
 	// explicit is the Session the operation runs in (WithSession), whose
 	// server session it borrows.
 	explicit *Session
@@ -422,7 +426,8 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 	if err != nil {
 		return nil, err
 	}
-	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw), noSession: unacknowledged(raw)}
+	w0 := unacknowledged(raw)
+	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && !retryableWriteCommand(raw), noSession: w0, noReply: k == opWrite && w0}
 	c.numberOp(o)
 	for _, opt := range opts {
 		opt(o)
@@ -611,7 +616,14 @@ func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn
 	if c.commands != nil {
 		started = c.commandStarted(s, pc, conn, o, cmd)
 	}
-	reply, err := conn.RoundTrip(ctx, cmd)
+	var reply bson.Raw
+	if o.noReply && o.tx == nil {
+		if err = conn.Send(ctx, cmd); err == nil {
+			reply = okReply
+		}
+	} else {
+		reply, err = conn.RoundTrip(ctx, cmd)
+	}
 	if err != nil {
 		if ie := pc.Err(); ie != nil {
 			// A clear interrupted the connection under the command: its
@@ -628,6 +640,9 @@ func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn
 	c.observe(s, pc, conn, reply, err)
 	return reply, err
 }
+
+// okReply is the reply of an unacknowledged write: {ok: 1}.
+var okReply = bson.Raw(bsoncore.NewDocumentBuilder().AppendDouble("ok", 1).Build())
 
 // numberOp gives o an operation id, for its command events and log
 // messages, when someone listens and it has none yet.

@@ -441,3 +441,33 @@ func TestReadPreferenceSingleTopology(t *testing.T) {
 		}
 	}
 }
+
+// An unacknowledged write (w: 0) is sent with moreToCome and gets no reply,
+// as the OP_MSG specification says; its succeeded event tells {ok: 1}, as
+// the command monitoring specification says. A RunCommand with w: 0 is
+// sent as any command.
+func TestUnacknowledgedWrite(t *testing.T) {
+	srv := startServer(t, mongotest.WithReplicaSet("rs"))
+	var log commandLog
+	c := newClient(t, srv.URI()+"?replicaSet=rs", mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	w0 := bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}
+	reply, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, w0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reply) != 0 && reply.Lookup("n").Type != 0 {
+		t.Errorf("the reply of an unacknowledged write: %s, want {ok: 1} at most", reply)
+	}
+	for _, e := range log.take(t, c, "insert") {
+		if e.Type == mongopool.CommandSucceeded {
+			if e.Reply.Lookup("n").Type != 0 || e.Reply.Lookup("ok").AsFloat64() != 1 {
+				t.Errorf("the succeeded event's reply %s, want {ok: 1}", e.Reply)
+			}
+		}
+	}
+	// It was written, and the connection is in step for the next command.
+	if n := countIn(t, c); n != 1 {
+		t.Errorf("%d documents, want the unacknowledged insert's", n)
+	}
+}
