@@ -73,9 +73,10 @@ type client struct {
 	lists  []*eventList
 	// sessions is true when the deployment supports sessions.
 	sessions bool
-	// needsMultiple, when not empty, is why the test cannot use the
-	// entity: it asks for several mongoses behind the load balancer.
-	needsMultiple string
+	// unusable, when not empty, is why the test cannot use the
+	// entity: it asks for several mongoses behind the load balancer, or
+	// for the Stable API.
+	unusable string
 	// Command monitoring events: the commands ignored, and whether the
 	// sensitive ones are observed.
 	ignoreCommands   []string
@@ -102,8 +103,8 @@ type client struct {
 func newClient(where string, spec bson.RawValue, dep *deployment, sessions, failPoints bool) (*client, error) {
 	o := readObject(where, spec,
 		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses", "observeEvents",
-			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities"},
-		"serverApi", "autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
+			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities", "serverApi"},
+		"autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
 	c := &client{
 		id:              o.str("id", true),
 		sessions:        sessions,
@@ -116,7 +117,18 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 		// The format would have the client reach a load balancer in front
 		// of several mongoses; the runner's has one. The entity is made
 		// all the same: a test skips only if it uses it.
-		c.needsMultiple = fmt.Sprintf("client %q sets useMultipleMongoses: the test deployment's load balancer has one mongos behind it, not several", c.id)
+		c.unusable = fmt.Sprintf("client %q sets useMultipleMongoses: the test deployment's load balancer has one mongos behind it, not several", c.id)
+	}
+	if api := o.document("serverApi", false); api != nil {
+		a := readObject(where+".serverApi", docValue(api), []string{"version", "strict", "deprecationErrors"})
+		a.str("version", true)
+		a.boolean("strict")
+		a.boolean("deprecationErrors")
+		if a.err != nil {
+			return nil, a.err
+		}
+		// Made all the same: a test skips only if it uses it.
+		c.unusable = fmt.Sprintf("client %q sets serverApi: the Client has no Stable API (it sends no apiVersion)", c.id)
 	}
 	hasObserve, hasStore := o.has("observeEvents"), o.has("storeEventsAsEntities")
 	observeEvents := o.array("observeEvents", false)
@@ -167,6 +179,11 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		opts = append(opts, mongopool.WithLogger(slog.New(c.logs.handler())))
+	}
+	if c.logs != nil {
+		if _, ok := c.logs.observe["command"]; ok {
+			skips = append(skips, "observeLogMessages.command: the Client logs no command messages (its log components are connection, topology and serverSelection)")
+		}
 	}
 	if len(skips) > 0 {
 		return nil, &skipError{strings.Join(skips, "; ")}
@@ -321,25 +338,27 @@ var errClientClosed = errors.New("the client entity is closed")
 // run runs cmd on db as k says; the Client gives it an implicit session
 // when the deployment supports sessions.
 func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
+	reply, err := c.runRaw(ctx, k, db, cmd, opts...)
+	if we := (*mongopool.WriteErrors)(nil); errors.As(err, &we) {
+		// A driver raises the first write error as the server's error,
+		// with the reply's labels.
+		reply, err = nil, writeErrorOf(we.Reply)
+	}
+	return reply, err
+}
+
+// runRaw is run, with a write's errors as Client.Write returns them.
+func (c *client) runRaw(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
 	if c.isClosed() {
 		return nil, errClientClosed
 	}
-	var reply bson.Raw
-	var err error
 	switch k {
 	case opRead:
-		reply, err = c.cl.Read(ctx, db, cmd, opts...)
+		return c.cl.Read(ctx, db, cmd, opts...)
 	case opWrite:
-		reply, err = c.cl.Write(ctx, db, cmd, opts...)
-		if we := (*mongopool.WriteErrors)(nil); errors.As(err, &we) {
-			// A driver raises the first write error as the server's
-			// error, with the reply's labels.
-			reply, err = nil, writeErrorOf(we.Reply)
-		}
-	default:
-		reply, err = c.cl.RunCommand(ctx, db, cmd, opts...)
+		return c.cl.Write(ctx, db, cmd, opts...)
 	}
-	return reply, err
+	return c.cl.RunCommand(ctx, db, cmd, opts...)
 }
 
 func (c *client) isClosed() bool {
@@ -452,7 +471,7 @@ func (c *client) commandEvent(e mongopool.CommandEvent) {
 	}
 	ev := &commandEvent{
 		typ: e.Type, name: e.Name, db: e.Database,
-		command: e.Command, reply: e.Reply,
+		command: orEmpty(e.Command), reply: orEmpty(e.Reply),
 		failure: e.Failure, duration: e.Duration, address: e.Address,
 		connID: e.ConnectionID, serverConnID: e.ServerConnectionID, serviceID: e.ServiceID, opID: e.OperationID,
 	}
@@ -462,6 +481,15 @@ func (c *client) commandEvent(e mongopool.CommandEvent) {
 	for _, l := range c.lists {
 		l.handleCommand(ev)
 	}
+}
+
+// orEmpty returns d, or an empty document for none: a sensitive command's
+// events have their command and reply redacted so.
+func orEmpty(d bson.Raw) bson.Raw {
+	if len(d) == 0 {
+		return emptyDoc
+	}
+	return d
 }
 
 // sensitive reports whether e is an event of a sensitive command: one of

@@ -38,6 +38,9 @@ func unprovided(t string) string {
 // mode, the only server behind its address).
 type deployment struct {
 	topology string
+	// auth is true when the servers have the runner's user, and the
+	// clients its credentials.
+	auth bool
 	// members are the servers, by address; hosts their addresses in order.
 	members map[string]*mongotest.Server
 	hosts   []string
@@ -48,9 +51,10 @@ type deployment struct {
 }
 
 // startDeployment starts a deployment of topology t (one of
-// providedTopologies) whose servers all have the runner's user.
-func startDeployment(t string) (*deployment, error) {
-	d := &deployment{topology: t, members: map[string]*mongotest.Server{}}
+// providedTopologies) whose servers all have the runner's user, or none
+// (and then need no authentication) when auth is false.
+func startDeployment(t string, auth bool) (*deployment, error) {
+	d := &deployment{topology: t, auth: auth, members: map[string]*mongotest.Server{}}
 	var servers []*mongotest.Server
 	switch t {
 	case "single":
@@ -82,9 +86,11 @@ func startDeployment(t string) (*deployment, error) {
 	}
 	// The members of a replica set share their users: adding it to the
 	// first adds it to all.
-	if err := servers[0].AddUser("admin", runnerUser, runnerPassword); err != nil {
-		d.close()
-		return nil, err
+	if auth {
+		if err := servers[0].AddUser("admin", runnerUser, runnerPassword); err != nil {
+			d.close()
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -119,9 +125,28 @@ func (d *deployment) uri(opts []string) string {
 	if direct {
 		hosts = hosts[:1]
 	}
-	uri := fmt.Sprintf("mongodb://%s:%s@%s/", escape(runnerUser), escape(runnerPassword), strings.Join(hosts, ","))
+	uri := fmt.Sprintf("mongodb://%s%s/", d.credentials(), strings.Join(hosts, ","))
 	if len(q) > 0 {
 		uri += "?" + strings.Join(q, "&")
 	}
 	return uri
+}
+
+// uriOf returns the connection string of a client of the server at address
+// alone: connected to it directly, or through the load balancer.
+func (d *deployment) uriOf(address string) string {
+	q := []string{"directConnection=true"}
+	if d.topology == "load-balanced" {
+		q = []string{"loadBalanced=true"}
+	}
+	return fmt.Sprintf("mongodb://%s%s/?%s", d.credentials(), address, strings.Join(q, "&"))
+}
+
+// credentials returns the userinfo of the deployment's connection strings,
+// with its @; "" when its servers need no authentication.
+func (d *deployment) credentials() string {
+	if !d.auth {
+		return ""
+	}
+	return escape(runnerUser) + ":" + escape(runnerPassword) + "@"
 }
