@@ -787,7 +787,7 @@ func (r *testRun) findCommand(where string, coll *collection, args bson.Raw, one
 		known = append(known, "limit", "batchSize", "cursorType", "maxAwaitTimeMS")
 	}
 	a := arguments(where, args, known, "timeoutMode")
-	filter := a.document("filter", false)
+	filter := a.document("filter", true)
 	skip, _ := a.integer("skip", false)
 	limit, _ := a.integer("limit", false)
 	batchSize, hasBatch := a.integer("batchSize", false)
@@ -797,9 +797,6 @@ func (r *testRun) findCommand(where string, coll *collection, args bson.Raw, one
 	}
 	if s, err = r.sessionArg(where, a); err != nil {
 		return nil, 0, nil, err
-	}
-	if filter == nil {
-		filter = emptyDoc
 	}
 	cmd = bson.D{{Key: "find", Value: coll.name}, {Key: "filter", Value: filter}}
 	cmd = withArgs(cmd, a, findOptions...)

@@ -292,6 +292,9 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 		}
 	}
 	if err := r.loadInitialData(f.initialData); err != nil {
+		if why := refusal(err); why != "" {
+			return &skipError{fmt.Sprintf("initialData: %s", why)}
+		}
 		return err
 	}
 
