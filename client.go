@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/connstring"
@@ -365,6 +366,9 @@ type operation struct {
 	// sessionInCmd: cmd already has the session's lsid (a cursor's
 	// getMore, which builds its command itself).
 	sessionInCmd bool
+	// noReply: an unacknowledged write, sent with moreToCome; its reply
+	// is {ok: 1}, as the command monitoring specification has it.
+	noReply bool
 	// explicit is the Session the operation runs in (WithSession), whose
 	// server session it borrows.
 	explicit *Session
@@ -372,13 +376,15 @@ type operation struct {
 	// cursor's getMore: see serverAt); servedBy is the server it ran on.
 	sel      topology.Selector
 	servedBy string
-	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime.
-	batchSize   int32
-	maxAwait    time.Duration
-	readPref    topology.ReadPref
-	hasReadPref bool
-	session     *serverSession // a retryable write's, once it has one
-	txn         int64          // its txnNumber
+	// A cursor's getMore options: see WithBatchSize, WithMaxAwaitTime,
+	// WithGetMoreComment.
+	batchSize      int32
+	maxAwait       time.Duration
+	getMoreComment bson.RawValue
+	readPref       topology.ReadPref
+	hasReadPref    bool
+	session        *serverSession // a retryable write's, once it has one
+	txn            int64          // its txnNumber
 	// tx is set on a command of a transaction (see Session.joinLocked).
 	tx *txnCommand
 	id int64 // the operation id of its command events
@@ -428,8 +434,8 @@ func (c *Client) run(ctx context.Context, k opKind, db string, cmd any, opts []C
 	if err != nil {
 		return nil, err
 	}
-	w0 := k == opWrite && c.defaultUnacknowledged(raw)
-	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && (w0 || !retryableWriteCommand(raw)), noSession: w0 || unacknowledged(raw)}
+	w0 := unacknowledged(raw) || (k == opWrite && c.defaultUnacknowledged(raw))
+	o := &operation{kind: k, cmd: raw, plainWrite: k == opWrite && (w0 || !retryableWriteCommand(raw)), noSession: w0, noReply: k == opWrite && w0}
 	c.numberOp(o)
 	for _, opt := range opts {
 		opt(o)
@@ -538,7 +544,7 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 		}
 		if o.tx != nil && o.tx.commitOrAbort {
 			o.explicit.mu.Lock()
-			o.explicit.retryTerminalLocked(o)
+			o.explicit.retryTerminalLocked(o, overload)
 			o.explicit.mu.Unlock()
 		}
 		prev = err
@@ -563,10 +569,14 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 	defer s.Done()
 	p, pc, err := checkOut(ctx, s)
 	if err != nil {
-		if errors.Is(err, pool.ErrPoolCleared) && o.kind == opWrite && c.retryWrites && !o.plainWrite {
+		// Nothing was sent: a cleared pool's error and the handshake's
+		// retryable errors make a retryable write's retry.
+		handshake := retryableHandshakeError(err)
+		if (errors.Is(err, pool.ErrPoolCleared) || handshake) && o.kind == opWrite &&
+			(c.retryWrites && !o.plainWrite || o.tx != nil && o.tx.commitOrAbort) {
 			err = labelled(err, labelRetryableWrite)
 		}
-		return nil, false, err
+		return nil, handshake && isNetworkError(err), err
 	}
 	defer p.CheckIn(pc)
 	conn := pc.Link().(*connection.Conn)
@@ -582,7 +592,8 @@ func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) 
 		return nil, false, err
 	}
 	broken = conn.Err() != nil
-	if broken && o.txn != 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	retryable := o.txn != 0 || o.tx != nil && o.tx.commitOrAbort // a commit or an abort is one whatever retryWrites says
+	if broken && retryable && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		err = labelled(err, labelRetryableWrite) // a retryable write's network error
 	}
 	return reply, broken, err
@@ -613,8 +624,15 @@ func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn
 	if c.commands != nil {
 		started = c.commandStarted(s, pc, conn, o, cmd)
 	}
-	reply, err := conn.RoundTrip(ctx, cmd)
-	c.noteTimes(o, reply, err)
+	var reply bson.Raw
+	if o.noReply && o.tx == nil {
+		if err = conn.Send(ctx, cmd); err == nil {
+			reply = okReply
+		}
+	} else {
+		reply, err = conn.RoundTrip(ctx, cmd)
+		c.noteTimes(o, reply, err)
+	}
 	if err != nil {
 		if ie := pc.Err(); ie != nil {
 			// A clear interrupted the connection under the command: its
@@ -631,6 +649,9 @@ func (c *Client) exchange(ctx context.Context, s *topology.Server, pc *pool.Conn
 	c.observe(s, pc, conn, reply, err)
 	return reply, err
 }
+
+// okReply is the reply of an unacknowledged write: {ok: 1}.
+var okReply = bson.Raw(bsoncore.NewDocumentBuilder().AppendDouble("ok", 1).Build())
 
 // numberOp gives o an operation id, for its command events and log
 // messages, when someone listens and it has none yet.
@@ -754,15 +775,25 @@ func supportsSessions(d topology.Description, sd topology.ServerDescription) (ti
 // readPrefField returns the $readPreference of o for a server of type st in
 // a topology of type tt, as the server selection specification's "Passing
 // read preference" says: a mongos or a load balancer gets the read
-// preference unless it is primary; a server connected to directly,
-// primaryPreferred, so that it answers even as a secondary; a replica set
-// member, the read preference unless it is primary.
+// preference unless it is primary; a server connected to directly, none if
+// it is a standalone, else the read preference, primaryPreferred for
+// primary, so that it answers even as a secondary; a replica set member,
+// the read preference unless it is primary.
 func readPrefField(tt topology.TopologyType, st topology.ServerType, o *operation) (bson.Raw, bool) {
 	if o.kind == opWrite {
 		return nil, false
 	}
 	if tt == topology.Single && st != topology.Mongos && st != topology.LoadBalancer {
-		return readPrefDoc(topology.ReadPref{Mode: topology.ModePrimaryPreferred}), true
+		// A direct connection: a standalone gets no read preference;
+		// another server the application's, primaryPreferred for
+		// primary, so that it runs the command whatever its state.
+		switch {
+		case st == topology.Standalone:
+			return nil, false
+		case o.readPref.Mode == topology.ModePrimary:
+			return readPrefDoc(topology.ReadPref{Mode: topology.ModePrimaryPreferred}), true
+		}
+		return readPrefDoc(o.readPref), true
 	}
 	if o.readPref.Mode == topology.ModePrimary {
 		return nil, false

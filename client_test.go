@@ -408,3 +408,66 @@ func TestClientWriteOnStandaloneIsNotResent(t *testing.T) {
 		t.Errorf("inserts seen by the server: %d, want 1", n)
 	}
 }
+
+// In a Single topology, a standalone gets no $readPreference, and another
+// server the application's, or primaryPreferred for primary (the server
+// selection specification's "Topology type: Single").
+func TestReadPreferenceSingleTopology(t *testing.T) {
+	standalone := startServer(t)
+	rs := startReplicaSet(t, 2)
+	secondary := rs.Members()[1]
+	nearest := topology.ReadPref{Mode: topology.ModeNearest}
+	for _, tc := range []struct {
+		uri  string
+		opts []mongopool.CommandOption
+		want string // the mode, "" for none
+	}{
+		{standalone.URI(), nil, ""},
+		{standalone.URI(), []mongopool.CommandOption{mongopool.WithReadPreference(nearest)}, ""},
+		{"mongodb://" + secondary.Addr() + "/?directConnection=true", nil, "primaryPreferred"},
+		{"mongodb://" + secondary.Addr() + "/?directConnection=true", []mongopool.CommandOption{mongopool.WithReadPreference(nearest)}, "nearest"},
+	} {
+		var log commandLog
+		c := newClient(t, tc.uri, mongopool.WithCommandEventHandler(log.handler))
+		for _, run := range []func(context.Context, string, any, ...mongopool.CommandOption) (bson.Raw, error){c.RunCommand, c.Read} {
+			if _, err := run(ctx(t), "db", bson.D{{Key: "count", Value: "c"}}, tc.opts...); err != nil {
+				t.Fatalf("%s: %v", tc.uri, err)
+			}
+			cmd := log.take(t, c, "count")[0].Command
+			got, _ := cmd.Lookup("$readPreference", "mode").StringValueOK()
+			if got != tc.want {
+				t.Errorf("%s with %d options: $readPreference %s, want mode %q", tc.uri, len(tc.opts), cmd.Lookup("$readPreference"), tc.want)
+			}
+		}
+	}
+}
+
+// An unacknowledged write (w: 0) is sent with moreToCome and gets no reply,
+// as the OP_MSG specification says; its succeeded event tells {ok: 1}, as
+// the command monitoring specification says. A RunCommand with w: 0 is
+// sent as any command.
+func TestUnacknowledgedWrite(t *testing.T) {
+	srv := startServer(t, mongotest.WithReplicaSet("rs"))
+	var log commandLog
+	c := newClient(t, srv.URI()+"?replicaSet=rs", mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	w0 := bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}
+	reply, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, w0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reply) != 0 && reply.Lookup("n").Type != 0 {
+		t.Errorf("the reply of an unacknowledged write: %s, want {ok: 1} at most", reply)
+	}
+	for _, e := range log.take(t, c, "insert") {
+		if e.Type == mongopool.CommandSucceeded {
+			if e.Reply.Lookup("n").Type != 0 || e.Reply.Lookup("ok").AsFloat64() != 1 {
+				t.Errorf("the succeeded event's reply %s, want {ok: 1}", e.Reply)
+			}
+		}
+	}
+	// It was written, and the connection is in step for the next command.
+	if n := countIn(t, c); n != 1 {
+		t.Errorf("%d documents, want the unacknowledged insert's", n)
+	}
+}

@@ -30,6 +30,20 @@ func WithMaxAwaitTime(d time.Duration) CommandOption {
 	return func(o *operation) { o.maxAwait = d }
 }
 
+// WithGetMoreComment sets the comment a cursor's getMores carry, of any
+// BSON type (none when not set): for find and aggregate, the CRUD
+// specification has the command's comment go on its getMores too (servers
+// from 4.4 on take it). A value that cannot be encoded leaves the getMores
+// without one.
+func WithGetMoreComment(v any) CommandOption {
+	t, data, err := bson.MarshalValue(v)
+	return func(o *operation) {
+		if err == nil {
+			o.getMoreComment = bson.RawValue{Type: t, Value: data}
+		}
+	}
+}
+
 // Cursor iterates over the documents of a command that returns a cursor
 // (find, aggregate, listCollections, listIndexes...). Its getMores and its
 // killCursors go to the server that created it (and, behind a load
@@ -45,6 +59,7 @@ type Cursor struct {
 	db, coll  string
 	batchSize int32
 	maxAwait  time.Duration
+	comment   bson.RawValue // of the getMores; Type 0 for none
 	// limit is a find's positive limit: the getMores ask for no more
 	// than the documents left.
 	limit int64
@@ -83,7 +98,7 @@ func (c *Client) Cursor(ctx context.Context, db string, cmd any, opts ...Command
 	if !o.hasReadPref {
 		o.readPref = c.criteria.ReadPref
 	}
-	cur := &Cursor{c: c, readPref: o.readPref, db: db, batchSize: o.batchSize, maxAwait: o.maxAwait}
+	cur := &Cursor{c: c, readPref: o.readPref, db: db, batchSize: o.batchSize, maxAwait: o.maxAwait, comment: o.getMoreComment}
 	if commandName(raw) == "find" {
 		if n, ok := raw.Lookup("limit").AsInt64OK(); ok && n > 0 {
 			cur.limit = n
@@ -240,6 +255,9 @@ func (cur *Cursor) getMoreLocked(ctx context.Context) error {
 	}
 	if cur.maxAwait > 0 {
 		cmd = bsoncore.AppendInt64Element(cmd, "maxTimeMS", max(1, cur.maxAwait.Milliseconds()))
+	}
+	if cur.comment.Type != 0 {
+		cmd = bsoncore.AppendValueElement(cmd, "comment", bsoncore.Value{Type: bsoncore.Type(cur.comment.Type), Data: cur.comment.Value})
 	}
 	if cur.session != nil {
 		cmd = bsoncore.AppendDocumentElement(cmd, "lsid", cur.session.lsid)

@@ -276,3 +276,41 @@ func TestCursorErrorEndsIt(t *testing.T) {
 		t.Errorf("Close after the error: %v", err)
 	}
 }
+
+// WithGetMoreComment gives a cursor's getMores a comment (the CRUD
+// specification's find and aggregate comment, which goes on their getMores
+// too; runCursorCommand's getMore comment); without it they have none.
+func TestCursorGetMoreComment(t *testing.T) {
+	srv := startServer(t, mongotest.WithReplicaSet("rs"))
+	var log commandLog
+	c := newClient(t, srv.URI()+"?replicaSet=rs", mongopool.WithCommandEventHandler(log.handler))
+	insertN(t, c, 3)
+	ctx := ctx(t)
+	find := bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "comment", Value: bson.D{{Key: "k", Value: "v"}}}}
+	for _, opts := range [][]mongopool.CommandOption{nil, {mongopool.WithGetMoreComment(bson.D{{Key: "k", Value: "v"}})}} {
+		cur, err := c.Cursor(ctx, "db", find, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if docs, err := cur.All(ctx); err != nil || len(docs) != 3 {
+			t.Fatalf("All: %d documents, %v", len(docs), err)
+		}
+		getMores := 0
+		for _, e := range log.take(t, c, "getMore") {
+			if e.Type != mongopool.CommandStarted {
+				continue
+			}
+			getMores++
+			v, err := e.Command.LookupErr("comment")
+			switch {
+			case len(opts) == 0 && err == nil:
+				t.Errorf("without the option, a getMore with the comment %s", v)
+			case len(opts) > 0 && (err != nil || v.Document().Lookup("k").StringValue() != "v"):
+				t.Errorf("a getMore with the comment %v, want {k: v}", v)
+			}
+		}
+		if getMores == 0 {
+			t.Error("no getMore")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package mongopool_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -77,5 +78,14 @@ func TestConnectionStringConcerns(t *testing.T) {
 	cmd := started(log.takeAll(t, u), "insert")[0]
 	if cmd.Lookup("lsid").Type != 0 || cmd.Lookup("txnNumber").Type != 0 || cmd.Lookup("writeConcern", "w").Int32() != 0 {
 		t.Errorf("a w=0 write: %s; want w 0, no lsid, no txnNumber", cmd)
+	}
+	// A transaction cannot be unacknowledged, the client's w=0 included.
+	us, err := u.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer us.EndSession(ctx)
+	if err := us.StartTransaction(nil); !errors.Is(err, mongopool.ErrUnacknowledgedTransaction) {
+		t.Errorf("StartTransaction with the client's w=0: %v", err)
 	}
 }

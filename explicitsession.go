@@ -114,6 +114,16 @@ func (s *Session) note(c *Client, o *operation, address string, reply bson.Raw, 
 	s.mu.Unlock()
 }
 
+// Dirty reports whether a network error met one of the session's commands:
+// its server session, whose state on the server is then unknown, is let go
+// at EndSession rather than given back to the pool (the sessions
+// specification's dirty session).
+func (s *Session) Dirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dirty
+}
+
 // markDirty notes that a network error met the session.
 func (s *Session) markDirty() {
 	s.mu.Lock()

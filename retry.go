@@ -3,10 +3,13 @@ package mongopool
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"time"
 
@@ -78,7 +81,8 @@ func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overlo
 		if !c.retryReads {
 			return false, false
 		}
-		if errors.Is(err, pool.ErrPoolCleared) || broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, pool.ErrPoolCleared) || retryableHandshakeError(err) ||
+			broken && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return true, false
 		}
 		var ce *wire.CommandError
@@ -89,6 +93,9 @@ func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overlo
 		}
 		if errors.Is(err, pool.ErrPoolCleared) {
 			return true, false // nothing was sent
+		}
+		if retryableHandshakeError(err) {
+			return !o.plainWrite, false // nothing was sent
 		}
 		if o.txn == 0 {
 			// Not a retryable write (a standalone): sent again, it
@@ -101,6 +108,39 @@ func (c *Client) retryClass(o *operation, err error, broken bool) (retry, overlo
 		return pool.HasErrorLabel(err, labelRetryableWrite), false
 	}
 	return false, false
+}
+
+// retryableHandshakeError reports a failure to establish a connection that
+// the retryable reads and writes specifications retry: a network error, or
+// a retryable error of the server, during the handshake (authentication
+// included). A DNS or certificate error is not one.
+func retryableHandshakeError(err error) bool {
+	var ce *pool.ConnectionError
+	if !errors.As(err, &ce) {
+		return false
+	}
+	var cmd *wire.CommandError
+	if errors.As(ce.Err, &cmd) {
+		return slices.Contains(retryableReadCodes, cmd.Code)
+	}
+	return isNetworkError(ce.Err)
+}
+
+// isNetworkError reports an error of the connection itself: the network's,
+// a timeout, a connection closed under the exchange; not a DNS or a
+// certificate error.
+func isNetworkError(err error) bool {
+	var (
+		dns    *net.DNSError
+		addr   *net.AddrError
+		verify *tls.CertificateVerificationError
+		ne     net.Error
+	)
+	switch {
+	case errors.As(err, &dns), errors.As(err, &addr), errors.As(err, &verify), errors.Is(err, context.Canceled):
+		return false
+	}
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
 }
 
 // overloadBackoff returns the wait before retry number attempt (1 for the

@@ -395,3 +395,59 @@ func TestNetworkErrorsOfRetryableWritesAreLabelled(t *testing.T) {
 		rs.Primary().ClearFailPoints()
 	}
 }
+
+// A read or a retryable write whose connection fails to be established
+// during authentication (a network error, after the hello) is retried on a
+// new connection: the retryable reads and writes specifications retry the
+// errors of the handshake. A write that is not retryable is not.
+func TestHandshakeErrorRetried(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	if err := rs.Members()[0].AddUser("admin", "alice", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	uri := "mongodb://alice:secret@" + rs.Members()[0].Addr() + "/?replicaSet=rs"
+	insert := bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "x", Value: 1}}}}}
+	updateMany := bson.D{{Key: "update", Value: "c"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{}},
+		{Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}}, {Key: "multi", Value: true}}}}}
+	for _, tc := range []struct {
+		name    string
+		options string
+		write   bool
+		cmd     bson.D
+		retried bool
+	}{
+		{"read", "", false, bson.D{{Key: "count", Value: "c"}}, true},
+		{"read, retryReads off", "&retryReads=false", false, bson.D{{Key: "count", Value: "c"}}, false},
+		{"retryable write", "", true, insert, true},
+		{"retryable write, retryWrites off", "&retryWrites=false", true, insert, false},
+		{"a write that is not retryable", "", true, updateMany, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(t, uri+tc.options)
+			ctx := ctx(t)
+			// The ping's connection closes, which clears the pool; the
+			// next connection's authentication fails the same way.
+			if err := rs.Members()[0].SetFailPoint(mongotest.FailPoint{Commands: []string{"ping", "saslContinue"}, Times: 2, CloseConnection: true}); err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Members()[0].ClearFailPoints()
+			if _, err := c.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err == nil {
+				t.Fatal("the ping whose connection was closed succeeded")
+			}
+			run := c.Read
+			if tc.write {
+				run = c.Write
+			}
+			_, err := run(ctx, "db", tc.cmd)
+			if tc.retried && err != nil {
+				t.Errorf("not retried after the handshake's error: %v", err)
+			}
+			if !tc.retried && err == nil {
+				t.Error("retried after the handshake's error")
+			}
+			if !tc.retried && tc.write && tc.options == "" && pool.HasErrorLabel(err, "RetryableWriteError") {
+				t.Errorf("a write that is not retryable has the label RetryableWriteError: %v", err)
+			}
+		})
+	}
+}

@@ -233,3 +233,51 @@ func TestExplicitSession(t *testing.T) {
 		t.Error("a session of another client was accepted")
 	}
 }
+
+// A session is dirty once a network error met one of its commands, and its
+// server session is then not used again after EndSession.
+func TestExplicitSessionDirty(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI()+"&retryReads=false", mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	sess, err := c.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := mongopool.WithSession(sess)
+	count := bson.D{{Key: "count", Value: "c"}}
+	if _, err := c.Read(ctx, "db", count, in); err != nil {
+		t.Fatal(err)
+	}
+	if sess.Dirty() {
+		t.Fatal("dirty after a command that succeeded")
+	}
+	if err := rs.Members()[0].SetFailPoint(mongotest.FailPoint{Commands: []string{"count"}, Times: 1, ErrorCode: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx, "db", count, in); err == nil {
+		t.Fatal("a count the fail point failed succeeded")
+	}
+	if sess.Dirty() {
+		t.Fatal("dirty after a server's error")
+	}
+	if err := rs.Members()[0].SetFailPoint(mongotest.FailPoint{Commands: []string{"count"}, Times: 1, CloseConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Read(ctx, "db", count, in); err == nil {
+		t.Fatal("a count whose connection was closed succeeded")
+	}
+	if !sess.Dirty() {
+		t.Fatal("not dirty after a network error")
+	}
+	lsid := sess.ID()
+	sess.EndSession(ctx)
+	log.takeAll(t, c)
+	if _, err := c.Read(ctx, "db", count); err != nil {
+		t.Fatal(err)
+	}
+	if got := lsidOf(t, log.takeAll(t, c), "count"); bytes.Equal(got, lsid) {
+		t.Errorf("the dirty session's server session %v was used again", got)
+	}
+}

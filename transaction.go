@@ -75,8 +75,10 @@ type sessionTxn struct {
 	// something to commit).
 	ran bool
 	// commits counts the commit attempts, the retries of which go with
-	// w: majority.
-	commits int
+	// w: majority; commitFailed is set once one failed with an error
+	// other than an overload error (see retryTerminalLocked).
+	commits      int
+	commitFailed bool
 	// pinned is the mongos a sharded transaction runs on; conn, the
 	// connection a transaction behind a load balancer runs on.
 	pinned        string
@@ -96,14 +98,15 @@ type txnCommand struct {
 // Errors of the transaction API, with the transactions specification's
 // messages.
 var (
-	ErrNoTransactionStarted    = errors.New("mongopool: No transaction started")
-	ErrTransactionInProgress   = errors.New("mongopool: Transaction already in progress")
-	ErrCommitAfterAbort        = errors.New("mongopool: Cannot call commitTransaction after calling abortTransaction")
-	ErrAbortAfterCommit        = errors.New("mongopool: Cannot call abortTransaction after calling commitTransaction")
-	ErrAbortTwice              = errors.New("mongopool: Cannot call abortTransaction twice")
-	ErrTransactionReadPref     = errors.New("mongopool: read preference in a transaction must be primary")
-	ErrConcernInTransaction    = errors.New("mongopool: Cannot set read concern or write concern on a command of a transaction: the transaction's options set them")
-	ErrTransactionsUnsupported = errors.New("mongopool: the deployment does not support transactions: they need a replica set, a sharded cluster or a load balancer")
+	ErrNoTransactionStarted      = errors.New("mongopool: No transaction started")
+	ErrTransactionInProgress     = errors.New("mongopool: Transaction already in progress")
+	ErrCommitAfterAbort          = errors.New("mongopool: Cannot call commitTransaction after calling abortTransaction")
+	ErrAbortAfterCommit          = errors.New("mongopool: Cannot call abortTransaction after calling commitTransaction")
+	ErrAbortTwice                = errors.New("mongopool: Cannot call abortTransaction twice")
+	ErrTransactionReadPref       = errors.New("mongopool: read preference in a transaction must be primary")
+	ErrConcernInTransaction      = errors.New("mongopool: Cannot set read concern or write concern on a command of a transaction: the transaction's options set them")
+	ErrTransactionsUnsupported   = errors.New("mongopool: the deployment does not support transactions: they need a replica set, a sharded cluster or a load balancer")
+	ErrUnacknowledgedTransaction = errors.New("mongopool: transactions do not support unacknowledged write concern")
 )
 
 // StartTransaction starts a transaction on the session, with opts (nil for
@@ -131,6 +134,9 @@ func (s *Session) StartTransaction(opts *TransactionOptions) error {
 	}
 	if wc == nil {
 		wc = s.c.writeConcern
+	}
+	if w, ok := wc.Lookup("w").AsFloat64OK(); ok && w == 0 {
+		return ErrUnacknowledgedTransaction
 	}
 	if d := s.c.topo.Description(); d.Type == topology.Single {
 		for _, sd := range d.Servers() {
@@ -401,13 +407,21 @@ func (c *Client) runTerminal(ctx context.Context, o *operation) (bson.Raw, error
 	return c.execute(ctx, o)
 }
 
-// retryTerminalLocked prepares the retry of a commit or abort: unpinned, a
-// commit with a majority write concern.
-func (s *Session) retryTerminalLocked(o *operation) {
+// retryTerminalLocked prepares the retry of a commit or abort after an
+// error (overload: a retryable overload error): unpinned; a commit with a
+// majority write concern, but while its attempts have failed with overload
+// errors only, after which it keeps the one it had (the transactions
+// specification's "Interaction with Client Backpressure").
+func (s *Session) retryTerminalLocked(o *operation, overload bool) {
 	s.unpinLocked()
 	o.sel = nil
 	if commandName(o.cmd) == "commitTransaction" {
-		o.cmd = s.terminalCommandLocked("commitTransaction", true)
+		if !overload {
+			s.tx.commitFailed = true
+		}
+		if s.tx.commitFailed {
+			o.cmd = s.terminalCommandLocked("commitTransaction", true)
+		}
 		s.tx.commits++
 	}
 }
@@ -459,6 +473,9 @@ func (c *Client) executePinned(ctx context.Context, o *operation) (bson.Raw, err
 			err = writeReplyError(reply)
 		}
 		broken := cn.cn.Err() != nil
+		if broken && o.tx.commitOrAbort && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			err = labelled(err, labelRetryableWrite) // a retryable write's network error
+		}
 		err = transactionError(o, err, broken, false)
 		o.servedBy = cn.Address()
 		s.mu.Lock()
@@ -466,7 +483,7 @@ func (c *Client) executePinned(ctx context.Context, o *operation) (bson.Raw, err
 		retry := err != nil && o.tx.commitOrAbort && attempt == 0 &&
 			(broken || errors.Is(err, pool.ErrPoolCleared) || pool.HasErrorLabel(err, labelRetryableWrite))
 		if retry {
-			s.retryTerminalLocked(o)
+			s.retryTerminalLocked(o, false)
 		}
 		s.mu.Unlock()
 		if !retry {
@@ -530,8 +547,7 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			if err == nil {
 				return nil
 			}
-			var ce *wire.CommandError
-			if pool.HasErrorLabel(err, LabelUnknownTransactionCommitResult) && !(errors.As(err, &ce) && ce.Code == 50) && ctx.Err() == nil {
+			if pool.HasErrorLabel(err, LabelUnknownTransactionCommitResult) && !maxTimeMSExpired(err) && ctx.Err() == nil {
 				if time.Since(start) >= limit {
 					return txnTimeout(err)
 				}
@@ -544,6 +560,14 @@ func (s *Session) WithTransaction(ctx context.Context, fn func(ctx context.Conte
 			return err
 		}
 	}
+}
+
+// maxTimeMSExpired reports a commit's MaxTimeMSExpired error, the
+// command's or its write concern's, which WithTransaction does not retry.
+func maxTimeMSExpired(err error) bool {
+	var ce *wire.CommandError
+	var wce *WriteConcernError
+	return errors.As(err, &ce) && ce.Code == 50 || errors.As(err, &wce) && wce.Code == 50
 }
 
 // pow15 returns 1.5^n, capped where the backoff stops growing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -463,5 +464,161 @@ func TestTransactionBehindLoadBalancer(t *testing.T) {
 	}
 	if n := countIn(t, c); n != 3 {
 		t.Errorf("%d documents, want 3", n)
+	}
+}
+
+// A commit retried after an overload error keeps its write concern (the
+// transactions specification's "Interaction with Client Backpressure");
+// after another retryable error it takes w: majority, and keeps it for the
+// overload errors after.
+func TestCommitRetryWriteConcernAfterOverload(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	overload := mongotest.FailPoint{Commands: []string{"commitTransaction"}, ErrorCode: 112,
+		ErrorLabels: []string{"RetryableError", "SystemOverloadedError"}}
+	commitWCs := func(setup ...mongotest.FailPoint) []bson.RawValue {
+		t.Helper()
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.EndSession(ctx)
+		if err := s.StartTransaction(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s)); err != nil {
+			t.Fatal(err)
+		}
+		for _, fp := range setup {
+			if err := rs.Members()[0].SetFailPoint(fp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CommitTransaction(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var wcs []bson.RawValue
+		for _, e := range log.take(t, c, "commitTransaction") {
+			if e.Type == mongopool.CommandStarted {
+				wcs = append(wcs, e.Command.Lookup("writeConcern"))
+			}
+		}
+		return wcs
+	}
+	overload.Times = 2
+	wcs := commitWCs(overload)
+	if len(wcs) != 3 {
+		t.Fatalf("%d commits, want 3 (two overload errors)", len(wcs))
+	}
+	for i, wc := range wcs {
+		if wc.Type != 0 {
+			t.Errorf("commit %d after overload errors only: writeConcern %s, want none, as the first", i, wc)
+		}
+	}
+}
+
+// A commit's network error, after the retry, is labelled
+// RetryableWriteError, as any retryable write's network error is, and
+// UnknownTransactionCommitResult (the transactions specification: the
+// commit is a retryable write whatever retryWrites says).
+func TestCommitNetworkErrorLabels(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	lb := startServer(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
+	for _, uri := range []string{rs.URI(), rs.URI() + "&retryWrites=false", lb.URI() + "?loadBalanced=true"} {
+		srv := rs.Members()[0]
+		if strings.Contains(uri, "loadBalanced") {
+			srv = lb
+		}
+		c := newClient(t, uri)
+		ctx := ctx(t)
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StartTransaction(nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s)); err != nil {
+			t.Fatal(err)
+		}
+		if err := srv.SetFailPoint(mongotest.FailPoint{Commands: []string{"commitTransaction"}, Times: 2, CloseConnection: true}); err != nil {
+			t.Fatal(err)
+		}
+		err = s.CommitTransaction(ctx)
+		if err == nil {
+			t.Fatalf("%s: a commit whose connections were closed succeeded", uri)
+		}
+		for _, l := range []string{"RetryableWriteError", mongopool.LabelUnknownTransactionCommitResult} {
+			if !pool.HasErrorLabel(err, l) {
+				t.Errorf("%s: the commit's error %v has no label %s", uri, err, l)
+			}
+		}
+		if pool.HasErrorLabel(err, mongopool.LabelTransientTransactionError) {
+			t.Errorf("%s: the commit's error %v is labelled TransientTransactionError", uri, err)
+		}
+		if err := s.CommitTransaction(ctx); err != nil {
+			t.Errorf("%s: the commit again: %v", uri, err)
+		}
+		s.EndSession(ctx)
+	}
+}
+
+// A transaction cannot have an unacknowledged write concern (the
+// transactions specification's startTransaction).
+func TestStartTransactionUnacknowledged(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	c := newClient(t, rs.URI())
+	s, err := c.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.EndSession(ctx(t))
+	for _, w := range []any{0, int64(0), 0.0} {
+		err := s.StartTransaction(&mongopool.TransactionOptions{WriteConcern: bson.D{{Key: "w", Value: w}}})
+		if !errors.Is(err, mongopool.ErrUnacknowledgedTransaction) {
+			t.Errorf("w: %T 0: %v, want ErrUnacknowledgedTransaction", w, err)
+		}
+		if got := s.TransactionState(); got != "none" {
+			t.Errorf("state %q after the refused start, want none", got)
+		}
+	}
+	if err := s.StartTransaction(&mongopool.TransactionOptions{WriteConcern: bson.D{{Key: "w", Value: 1}}}); err != nil {
+		t.Errorf("w: 1: %v", err)
+	}
+}
+
+// WithTransaction does not retry a commit that failed with
+// MaxTimeMSExpired, whether as the command's error or as its write
+// concern error (the convenient API specification).
+func TestWithTransactionMaxTimeMSExpired(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var log commandLog
+	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
+	ctx := ctx(t)
+	for _, fp := range []mongotest.FailPoint{
+		{Commands: []string{"commitTransaction"}, Times: 1, ErrorCode: 50},
+		{Commands: []string{"commitTransaction"}, Times: 1, WriteConcernError: bson.D{{Key: "code", Value: 50},
+			{Key: "codeName", Value: "MaxTimeMSExpired"}, {Key: "errmsg", Value: "operation exceeded time limit"}}},
+	} {
+		s, err := c.StartSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Members()[0].SetFailPoint(fp); err != nil {
+			t.Fatal(err)
+		}
+		err = s.WithTransaction(ctx, func(ctx context.Context) error {
+			_, err := c.Write(ctx, "db", insertOf(bson.NewObjectID()), mongopool.WithSession(s))
+			return err
+		}, nil)
+		s.EndSession(ctx)
+		if err == nil || !pool.HasErrorLabel(err, mongopool.LabelUnknownTransactionCommitResult) {
+			t.Errorf("%+v: WithTransaction: %v, want the commit's MaxTimeMSExpired error, labelled UnknownTransactionCommitResult", fp, err)
+		}
+		if n := len(log.take(t, c, "commitTransaction")); n != 2 {
+			t.Errorf("%+v: %d commit events, want one commit", fp, n)
+		}
 	}
 }

@@ -123,6 +123,16 @@ func (c *Conn) RoundTripExhaust(ctx context.Context, cmd bson.Raw) (bson.Raw, er
 	return reply, wire.CheckReply(reply)
 }
 
+// Send sends cmd with the moreToCome flag, which asks the server not to
+// reply (the OP_MSG specification's unacknowledged writes, whose write
+// concern is {w: 0}), and returns once it is written: whether the command
+// succeeded is not known. It refuses what RoundTrip refuses; a network
+// error breaks the connection.
+func (c *Conn) Send(ctx context.Context, cmd bson.Raw) error {
+	_, err := c.exchange(ctx, cmd, wire.MoreToCome)
+	return err
+}
+
 // MoreToCome reports whether the last reply had the moreToCome flag: the
 // server will send another reply to the same command, which ReadMore reads.
 func (c *Conn) MoreToCome() bool { return c.moreToCome }
@@ -166,7 +176,7 @@ func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 }
 
 // exchange sends cmd in an OP_MSG with flags and reads the reply, without
-// checking its ok.
+// checking its ok; with moreToCome, it reads none.
 func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, flags wire.Flag) (bson.Raw, error) {
 	if err := c.Err(); err != nil {
 		return nil, fmt.Errorf("connection to %s is no longer usable: %w", c.address, err)
@@ -215,6 +225,9 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, flags wire.Flag) (bso
 
 	if err := wire.WriteMessage(c.nc, msg); err != nil {
 		return nil, c.ioError(ctx, "sending the command", err)
+	}
+	if flags&wire.MoreToCome != 0 {
+		return nil, nil // no reply comes
 	}
 	return c.receive(ctx, deadline, has, requestID, flags&wire.ExhaustAllowed != 0)
 }

@@ -17,9 +17,10 @@ import (
 
 // received is what a scriptServer saw of one message.
 type received struct {
-	op   wire.OpCode // as sent: OP_COMPRESSED for a compressed message
-	name string      // the command
-	size int         // the message's size as sent
+	op    wire.OpCode // as sent: OP_COMPRESSED for a compressed message
+	name  string      // the command
+	size  int         // the message's size as sent
+	flags wire.Flag   // of the OP_MSG
 }
 
 // scriptServer is a raw wire-protocol server whose answers the test writes
@@ -73,7 +74,7 @@ func (s *scriptServer) serve(c net.Conn) {
 			name = e.Key()
 		}
 		s.mu.Lock()
-		s.seen = append(s.seen, received{op: wire.OpCode(binary.LittleEndian.Uint32(msg[12:])), name: name, size: len(msg)})
+		s.seen = append(s.seen, received{op: wire.OpCode(binary.LittleEndian.Uint32(msg[12:])), name: name, size: len(msg), flags: m.Flags})
 		s.mu.Unlock()
 		if out := s.answer(n, h.RequestID, m.Body); out != nil {
 			if _, err := c.Write(out); err != nil {
@@ -215,5 +216,35 @@ func TestHangingServer(t *testing.T) {
 		}
 	case <-wait.C:
 		t.Fatal("Close did not end the command")
+	}
+}
+
+// Send sends a command with moreToCome set and reads no reply (an
+// unacknowledged write); the connection stays in step for the next
+// command.
+func TestSendWithoutReply(t *testing.T) {
+	s := startScript(t, func(n int, id int32, cmd bson.Raw) []byte {
+		switch {
+		case n == 0:
+			return opMsg(t, id, helloReply())
+		case commandNameOf(cmd) == "ping":
+			return opMsg(t, id, mustRaw(bson.D{{Key: "ok", Value: 1.0}}))
+		}
+		return nil // the insert: no reply
+	})
+	c := dial(t, s.l.Addr().String(), 0)
+	insert := mustRaw(bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}, {Key: "$db", Value: "db"}})
+	if err := c.Send(context.Background(), insert); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RoundTrip(context.Background(), ping); err != nil {
+		t.Fatalf("the command after Send: %v", err)
+	}
+	s.mu.Lock()
+	seen := append([]received(nil), s.seen...)
+	s.mu.Unlock()
+	if len(seen) != 3 || seen[1].name != "insert" || seen[1].flags&wire.MoreToCome == 0 || seen[2].flags&wire.MoreToCome != 0 {
+		t.Errorf("the server saw %+v; want the hello, the insert with moreToCome, the ping without", seen)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/wire"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -261,5 +262,45 @@ func TestCount(t *testing.T) {
 	reply := r.run(cmd("x", bson.E{Key: "count", Value: "none"}))
 	if n, ok := reply.Lookup("n").AsInt64OK(); !ok || n != 0 {
 		t.Errorf("count of a collection that does not exist: %s, want n 0", reply)
+	}
+}
+
+// An update statement's sort is an option of MongoDB 8.0: a server of an
+// older version refuses it as an unknown field, as mongod 7.0 does.
+func TestUpdateSortByVersion(t *testing.T) {
+	update := cmd("x", bson.E{Key: "update", Value: "c"}, bson.E{Key: "updates", Value: bson.A{bson.D{
+		{Key: "q", Value: bson.D{}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "y", Value: 1}}}}},
+		{Key: "sort", Value: bson.D{{Key: "_id", Value: -1}}}}}})
+	old := dialRaw(t, start(t))
+	checkOK(t, old.run(cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}})))
+	if msg := checkError(t, old.run(update), 40415, "IDLUnknownField"); msg != "BSON field 'update.updates.sort' is an unknown field." {
+		t.Errorf("7.0: %q", msg)
+	}
+	recent := dialRaw(t, start(t, mongotest.WithWireVersions(0, 25)))
+	checkOK(t, recent.run(cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}})))
+	reply := recent.run(update)
+	checkOK(t, reply)
+	if n := reply.Lookup("nModified").Int32(); n != 1 {
+		t.Errorf("8.0: nModified %d, want 1", n)
+	}
+}
+
+// An _id may not hold a '$'-prefixed field, at any depth, as mongod has it;
+// a dotted one is fine.
+func TestInsertDollarPrefixedID(t *testing.T) {
+	r := dialRaw(t, start(t))
+	insert := func(id any) bson.Raw {
+		return r.run(cmd("x", bson.E{Key: "insert", Value: "c"}, bson.E{Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: id}}}}))
+	}
+	for _, id := range []any{bson.D{{Key: "$a", Value: 1}}, bson.D{{Key: "a", Value: bson.D{{Key: "$b", Value: 1}}}}} {
+		reply := insert(id)
+		we, ok := reply.Lookup("writeErrors", "0").DocumentOK()
+		if !ok || we.Lookup("code").Int32() != 52 {
+			t.Errorf("_id %v: %s, want a write error DollarPrefixedFieldName (52)", id, reply)
+		}
+	}
+	checkOK(t, insert(bson.D{{Key: "a.b", Value: 1}}))
+	if reply := insert(bson.D{{Key: "a.b", Value: 2}}); reply.Lookup("writeErrors").Type != 0 {
+		t.Errorf("a dotted _id: %s", reply)
 	}
 }

@@ -88,7 +88,9 @@
 // NoSuchTransaction (251) once a transaction is aborted by an error, a
 // step-down or its lifetime limit (WithTransactionLifetime, 60 seconds by
 // default); OperationNotSupportedInTransaction (263) for commands that do
-// not run in one. A standalone refuses them, as mongod does. A transaction
+// not run in one. It does not implement create and createIndexes in a
+// transaction (mongod from 4.4 on runs them there), which it refuses. A
+// standalone refuses transactions, as mongod does. A transaction
 // copies each collection it uses, at its first use: its cost grows with the
 // collection's documents (a test server's collections are small; a
 // transaction over a collection of 100,000 documents costs milliseconds).

@@ -174,6 +174,13 @@ func (ss *sessions) checkout(lsid bson.Raw) (*session, error) {
 	return sess, nil
 }
 
+// lookup returns the session of lsid, nil if there is none.
+func (ss *sessions) lookup(lsid bson.Raw) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.m[valueKey(docValue(lsid))]
+}
+
 // end forgets the sessions of endSessions and killSessions, and aborts
 // their transactions, as mongod does.
 func (ss *sessions) end(lsids []bson.Raw) {

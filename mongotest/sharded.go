@@ -309,7 +309,7 @@ func (r *router) route(s *Server, req *request) (bson.D, error) {
 			if err != nil {
 				return nil, err
 			}
-			shard = tok
+			return r.recoverDecision(req, tok)
 		default:
 			return nil, errorf(codeNoSuchTransaction, "cannot continue transaction %d of session %s: this mongos did not start it", si.txnNumber, formatValue(si.lsid.Lookup("id")))
 		}
@@ -336,6 +336,29 @@ func (r *router) route(s *Server, req *request) (bson.D, error) {
 		d = append(d, bson.E{Key: "recoveryToken", Value: bson.D{{Key: "recoveryShardId", Value: r.sc.shards[shard].name}}})
 	}
 	return d, nil
+}
+
+// recoverDecision answers a commitTransaction that another mongos's
+// transaction sends here with its recoveryToken, as mongos recovers a
+// decision from the recovery shard: a committed transaction is reported
+// committed; one that never began to commit is aborted, and one aborted
+// stays so: NoSuchTransaction.
+func (r *router) recoverDecision(req *request, shard int) (bson.D, error) {
+	si := req.session
+	rs := r.sc.shards[shard]
+	sess := rs.members[0].srv.sessions.lookup(si.lsid)
+	if sess != nil {
+		sess.mu.Lock()
+		t := sess.txn
+		sess.mu.Unlock()
+		if t != nil && t.number == si.txnNumber {
+			if t.status() == txnCommitted {
+				return bson.D{{Key: "recoveryToken", Value: bson.D{{Key: "recoveryShardId", Value: rs.name}}}}, nil
+			}
+			t.abort()
+		}
+	}
+	return nil, errorf(codeNoSuchTransaction, "Transaction %d of session %s has no commit decision to recover: it was aborted", si.txnNumber, formatValue(si.lsid.Lookup("id")))
 }
 
 // recoveryShard returns the shard a commit's recoveryToken names.

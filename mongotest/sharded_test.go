@@ -245,6 +245,12 @@ func TestShardedTransactions(t *testing.T) {
 	commit := x2.cmd("admin", bson.E{Key: "commitTransaction", Value: 1}, bson.E{Key: "recoveryToken", Value: token})
 	checkOK(t, r1.run(commit))
 	checkError(t, r1.run(x2.cmd("admin", bson.E{Key: "commitTransaction", Value: 1})), 251, "NoSuchTransaction")
+	// A transaction that never began to commit has no decision to
+	// recover: the recovery aborts it.
+	x3 := &txn{session: lsid(9), number: 1}
+	checkOK(t, r0.run(x3.cmd(a, insertDocs(doc(30, 0))...)))
+	checkError(t, r1.run(x3.cmd("admin", bson.E{Key: "commitTransaction", Value: 1}, bson.E{Key: "recoveryToken", Value: token})), 251, "NoSuchTransaction")
+	checkError(t, r0.run(x3.commit()), 251, "NoSuchTransaction")
 }
 
 // TestMongosFailPoints checks that each mongos has its own fail points.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -141,7 +142,7 @@ func (st *store) put(db, coll string, c *collection) {
 
 // checkStorable checks that doc may be stored, as mongod does: its size,
 // its nesting, and its _id, which cannot be an array, a regular expression
-// or undefined.
+// or undefined, nor hold a '$'-prefixed field.
 func checkStorable(doc bson.Raw) *cmdError {
 	if len(doc) > MaxBSONObjectSize {
 		return errorf(codeBSONObjectTooLarge, "object to insert too large. size in bytes: %d, max size: %d", len(doc), MaxBSONObjectSize)
@@ -156,8 +157,33 @@ func checkStorable(doc bson.Raw) *cmdError {
 		return errorf(codeInvalidIDField, "can't use a regex for _id")
 	case bson.TypeUndefined:
 		return errorf(codeInvalidIDField, "can't use a undefined for _id")
+	case bson.TypeEmbeddedDocument:
+		if k := dollarPrefixedKey(id.Document()); k != "" {
+			return errorf(codeDollarPrefixedFieldName, "_id fields may not contain '$'-prefixed fields: %s is not valid for storage.", k)
+		}
 	}
 	return nil
+}
+
+// dollarPrefixedKey returns the first '$'-prefixed key of doc, at any
+// depth (in its documents and arrays), "" if none.
+func dollarPrefixedKey(doc bson.Raw) string {
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		if strings.HasPrefix(e.Key(), "$") {
+			return e.Key()
+		}
+		if d, ok := e.Value().DocumentOK(); ok {
+			if k := dollarPrefixedKey(d); k != "" {
+				return k
+			}
+		} else if a, ok := e.Value().ArrayOK(); ok {
+			if k := dollarPrefixedKey(bson.Raw(a)); k != "" {
+				return k
+			}
+		}
+	}
+	return ""
 }
 
 // prepareInsert returns doc as the store keeps it: a copy (the message

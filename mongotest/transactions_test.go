@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -309,6 +310,15 @@ func TestTransactionErrors(t *testing.T) {
 
 	x := &txn{session: lsid(1), number: 5}
 	checkError(t, r.run(x.cmd("x", bson.E{Key: "count", Value: "c"})), 263, "OperationNotSupportedInTransaction")
+	// mongod runs create and createIndexes in a transaction from 4.4 on:
+	// this server refuses them as not implemented, rather than claim
+	// they cannot run.
+	for i, c := range []bson.D{{{Key: "create", Value: "new"}}, {{Key: "createIndexes", Value: "new"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: bson.D{{Key: "x", Value: 1}}}, {Key: "name", Value: "x_1"}}}}}} {
+		x = &txn{session: lsid(1), number: int64(100 + i)}
+		if msg := checkError(t, r.run(x.cmd("x", c...)), 2, "BadValue"); !strings.HasPrefix(msg, "mongotest does not implement") {
+			t.Errorf("%s in a transaction: %q, want a refusal as not implemented", c[0].Key, msg)
+		}
+	}
 	x = &txn{session: lsid(1), number: 6}
 	checkError(t, r.run(x.cmd("x", append(insertDocs(doc(2, 0)), bson.E{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 1}}})...)), 72, "InvalidOptions")
 	x = &txn{session: lsid(1), number: 7}

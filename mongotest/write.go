@@ -2,6 +2,7 @@ package mongotest
 
 import (
 	"bytes"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -63,8 +64,13 @@ func (s *Server) update(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	fields := updateStatementFields
+	if s.cfg.maxWireVersion < wireVersion80 {
+		// sort is an option of MongoDB 8.0, unknown to older versions.
+		fields = slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return f == "sort" })
+	}
 	for _, st := range stmts {
-		if err := checkDocFields(st, "update.updates", false, updateStatementFields); err != nil {
+		if err := checkDocFields(st, "update.updates", false, fields); err != nil {
 			return nil, err
 		}
 	}
@@ -100,6 +106,9 @@ func (s *Server) update(req *request) (bson.D, error) {
 	}
 	return withWriteErrors(d, errs), nil
 }
+
+// wireVersion80 is the maxWireVersion of MongoDB 8.0.
+const wireVersion80 = 25
 
 // updateResult is what one update statement did.
 type updateResult struct {

@@ -36,6 +36,7 @@ var clientURIOptions = []string{
 	"retryreads", "retrywrites", "servermonitoringmode",
 	"replicaset", "directconnection", "serverselectiontimeoutms", "localthresholdms",
 	"readpreference", "readpreferencetags", "maxstalenessseconds",
+	"w", "wtimeoutms", "journal", "readconcernlevel",
 }
 
 // skippedURIOptions are the URI options the client does not apply and a
@@ -44,10 +45,6 @@ var clientURIOptions = []string{
 var skippedURIOptions = map[string]string{
 	"waitqueuesize":     "the deprecated waitQueueSize, which the CMAP specification lets a driver leave out",
 	"waitqueuemultiple": "the deprecated waitQueueMultiple, which the CMAP specification lets a driver leave out",
-	"w":                 "a write concern from the connection string (w)",
-	"wtimeoutms":        "a write concern from the connection string (wTimeoutMS)",
-	"journal":           "a write concern from the connection string (journal)",
-	"readconcernlevel":  "a read concern from the connection string (readConcernLevel)",
 }
 
 // opKind is how a client entity runs a command: as RunCommand, as a
@@ -73,9 +70,10 @@ type client struct {
 	lists  []*eventList
 	// sessions is true when the deployment supports sessions.
 	sessions bool
-	// needsMultiple, when not empty, is why the test cannot use the
-	// entity: it asks for several mongoses behind the load balancer.
-	needsMultiple string
+	// unusable, when not empty, is why the test cannot use the
+	// entity: it asks for several mongoses behind the load balancer, or
+	// for the Stable API.
+	unusable string
 	// Command monitoring events: the commands ignored, and whether the
 	// sensitive ones are observed.
 	ignoreCommands   []string
@@ -102,8 +100,8 @@ type client struct {
 func newClient(where string, spec bson.RawValue, dep *deployment, sessions, failPoints bool) (*client, error) {
 	o := readObject(where, spec,
 		[]string{"id", "uriOptions", "observeLogMessages", "useMultipleMongoses", "observeEvents",
-			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities"},
-		"serverApi", "autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
+			"ignoreCommandMonitoringEvents", "observeSensitiveCommands", "storeEventsAsEntities", "serverApi"},
+		"autoEncryptOpts", "awaitMinPoolSizeMS", "observeTracingMessages")
 	c := &client{
 		id:              o.str("id", true),
 		sessions:        sessions,
@@ -112,11 +110,23 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 	}
 	uriOpts := o.document("uriOptions", false)
 	observe := o.document("observeLogMessages", false)
-	if multiple, ok := o.boolean("useMultipleMongoses"); ok && multiple && dep.topology == "load-balanced" {
+	multiple, _ := o.boolean("useMultipleMongoses")
+	if multiple && dep.topology == "load-balanced" {
 		// The format would have the client reach a load balancer in front
 		// of several mongoses; the runner's has one. The entity is made
 		// all the same: a test skips only if it uses it.
-		c.needsMultiple = fmt.Sprintf("client %q sets useMultipleMongoses: the test deployment's load balancer has one mongos behind it, not several", c.id)
+		c.unusable = fmt.Sprintf("client %q sets useMultipleMongoses: the test deployment's load balancer has one mongos behind it, not several", c.id)
+	}
+	if api := o.document("serverApi", false); api != nil {
+		a := readObject(where+".serverApi", docValue(api), []string{"version", "strict", "deprecationErrors"})
+		a.str("version", true)
+		a.boolean("strict")
+		a.boolean("deprecationErrors")
+		if a.err != nil {
+			return nil, a.err
+		}
+		// Made all the same: a test skips only if it uses it.
+		c.unusable = fmt.Sprintf("client %q sets serverApi: the Client has no Stable API (it sends no apiVersion)", c.id)
 	}
 	hasObserve, hasStore := o.has("observeEvents"), o.has("storeEventsAsEntities")
 	observeEvents := o.array("observeEvents", false)
@@ -168,10 +178,15 @@ func newClient(where string, spec bson.RawValue, dep *deployment, sessions, fail
 		}
 		opts = append(opts, mongopool.WithLogger(slog.New(c.logs.handler())))
 	}
+	if c.logs != nil {
+		if _, ok := c.logs.observe["command"]; ok {
+			skips = append(skips, "observeLogMessages.command: the Client logs no command messages (its log components are connection, topology and serverSelection)")
+		}
+	}
 	if len(skips) > 0 {
 		return nil, &skipError{strings.Join(skips, "; ")}
 	}
-	cl, err := mongopool.NewClient(dep.uri(q), opts...)
+	cl, err := mongopool.NewClient(dep.uriOfClient(q, multiple), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: creating the client: %w", where, err)
 	}
@@ -321,25 +336,27 @@ var errClientClosed = errors.New("the client entity is closed")
 // run runs cmd on db as k says; the Client gives it an implicit session
 // when the deployment supports sessions.
 func (c *client) run(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
+	reply, err := c.runRaw(ctx, k, db, cmd, opts...)
+	if we := (*mongopool.WriteErrors)(nil); errors.As(err, &we) {
+		// A driver raises the first write error as the server's error,
+		// with the reply's labels.
+		reply, err = nil, writeErrorOf(we.Reply)
+	}
+	return reply, err
+}
+
+// runRaw is run, with a write's errors as Client.Write returns them.
+func (c *client) runRaw(ctx context.Context, k opKind, db string, cmd bson.D, opts ...mongopool.CommandOption) (bson.Raw, error) {
 	if c.isClosed() {
 		return nil, errClientClosed
 	}
-	var reply bson.Raw
-	var err error
 	switch k {
 	case opRead:
-		reply, err = c.cl.Read(ctx, db, cmd, opts...)
+		return c.cl.Read(ctx, db, cmd, opts...)
 	case opWrite:
-		reply, err = c.cl.Write(ctx, db, cmd, opts...)
-		if we := (*mongopool.WriteErrors)(nil); errors.As(err, &we) {
-			// A driver raises the first write error as the server's
-			// error, with the reply's labels.
-			reply, err = nil, writeErrorOf(we.Reply)
-		}
-	default:
-		reply, err = c.cl.RunCommand(ctx, db, cmd, opts...)
+		return c.cl.Write(ctx, db, cmd, opts...)
 	}
-	return reply, err
+	return c.cl.RunCommand(ctx, db, cmd, opts...)
 }
 
 func (c *client) isClosed() bool {
@@ -452,7 +469,7 @@ func (c *client) commandEvent(e mongopool.CommandEvent) {
 	}
 	ev := &commandEvent{
 		typ: e.Type, name: e.Name, db: e.Database,
-		command: e.Command, reply: e.Reply,
+		command: orEmpty(e.Command), reply: orEmpty(e.Reply),
 		failure: e.Failure, duration: e.Duration, address: e.Address,
 		connID: e.ConnectionID, serverConnID: e.ServerConnectionID, serviceID: e.ServiceID, opID: e.OperationID,
 	}
@@ -462,6 +479,15 @@ func (c *client) commandEvent(e mongopool.CommandEvent) {
 	for _, l := range c.lists {
 		l.handleCommand(ev)
 	}
+}
+
+// orEmpty returns d, or an empty document for none: a sensitive command's
+// events have their command and reply redacted so.
+func orEmpty(d bson.Raw) bson.Raw {
+	if len(d) == 0 {
+		return emptyDoc
+	}
+	return d
 }
 
 // sensitive reports whether e is an event of a sensitive command: one of

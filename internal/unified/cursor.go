@@ -10,10 +10,10 @@ import (
 	"github.com/mongopool/mongopool"
 )
 
-// cursor is a cursor entity (createFindCursor): a mongopool.Cursor, whose
-// getMores and killCursors go to the server (in a load-balanced
-// deployment, over the connection) its find ran on, with the find's
-// session.
+// cursor is a cursor entity (createFindCursor, createCommandCursor): a
+// mongopool.Cursor, whose getMores and killCursors go to the server (in a
+// load-balanced deployment, over the connection) its command ran on, with
+// the command's session.
 type cursor struct {
 	c   *client
 	cur *mongopool.Cursor
@@ -24,15 +24,20 @@ type cursor struct {
 
 // createFindCursor runs a find and returns its cursor, unread.
 func (r *testRun) createFindCursor(where string, coll *collection, args bson.Raw) (result, error) {
-	cmd, batchSize, err := findCommand(where, coll, args)
+	cmd, batchSize, s, err := r.findCommand(where, coll, args, false)
 	if err != nil {
 		return result{}, err
 	}
-	mc, err := r.openCursor(coll, cmd, batchSize)
+	return r.newCursor(coll.db.client, coll.db.name, cmd, batchSize, withGetMoreComment(coll.readOptions(s), cmd))
+}
+
+// newCursor runs cmd as a cursor of the client's and returns it, unread,
+// as a cursor entity.
+func (r *testRun) newCursor(c *client, db string, cmd bson.D, batchSize int64, opts []mongopool.CommandOption) (result, error) {
+	mc, err := r.openCursor(c, db, cmd, batchSize, opts)
 	if err != nil {
 		return result{}, err
 	}
-	c := coll.db.client
 	cur := &cursor{c: c, cur: mc}
 	if mc.ID() != 0 {
 		if err := c.addCursor(cur); err != nil {
@@ -43,19 +48,17 @@ func (r *testRun) createFindCursor(where string, coll *collection, args bson.Raw
 	return result{entity: cur}, nil
 }
 
-// openCursor runs cmd as a cursor of the collection's client (a retryable
-// read, whose getMores go to its server), with getMores of batchSize if
+// openCursor runs cmd as a cursor of the client's (a retryable read, whose
+// getMores go to its server), with opts and getMores of batchSize if
 // positive.
-func (r *testRun) openCursor(coll *collection, cmd bson.D, batchSize int64) (*mongopool.Cursor, error) {
-	c := coll.db.client
+func (r *testRun) openCursor(c *client, db string, cmd bson.D, batchSize int64, opts []mongopool.CommandOption) (*mongopool.Cursor, error) {
 	if c.isClosed() {
 		return nil, errClientClosed
 	}
-	opts := coll.readOptions()
 	if batchSize > 0 {
 		opts = append(opts, mongopool.WithBatchSize(int32(min(batchSize, 1<<31-1))))
 	}
-	return c.cl.Cursor(r.ctx, coll.db.name, cmd, opts...)
+	return c.cl.Cursor(r.ctx, db, cmd, opts...)
 }
 
 // errCursorExhausted is the iteration of a cursor that has no more

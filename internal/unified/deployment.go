@@ -21,23 +21,28 @@ const replicaSetName = "repl0"
 // providedTopologies are the runOnRequirement topologies the runner can
 // start a deployment of, in the order it tries them for a test that accepts
 // any.
-var providedTopologies = []string{"single", "replicaset", "load-balanced"}
+var providedTopologies = []string{"single", "replicaset", "sharded", "load-balanced"}
+
+// shardedMongoses is the number of mongoses of the runner's sharded
+// clusters: two, so that useMultipleMongoses means something, in front of
+// one shard, a replica set of one member.
+const shardedMongoses = 2
 
 // unprovided says why the runner cannot start a deployment of the topology
-// t: the test server can be a mongos only behind a load balancer.
+// t.
 func unprovided(t string) string {
-	switch t {
-	case "sharded", "sharded-replicaset":
-		return fmt.Sprintf("a %s topology: the test server is a mongos only behind a load balancer (loadBalanced), never a sharded cluster's router reached directly", t)
-	}
 	return fmt.Sprintf("a %s topology", t)
 }
 
 // deployment is the servers a test runs against: a standalone, a replica
-// set, or a mongos behind a load balancer (the test server in load-balanced
-// mode, the only server behind its address).
+// set, a sharded cluster (two mongoses), or a mongos behind a load balancer
+// (the test server in load-balanced mode, the only server behind its
+// address).
 type deployment struct {
 	topology string
+	// auth is true when the servers have the runner's user, and the
+	// clients its credentials.
+	auth bool
 	// members are the servers, by address; hosts their addresses in order.
 	members map[string]*mongotest.Server
 	hosts   []string
@@ -48,9 +53,10 @@ type deployment struct {
 }
 
 // startDeployment starts a deployment of topology t (one of
-// providedTopologies) whose servers all have the runner's user.
-func startDeployment(t string) (*deployment, error) {
-	d := &deployment{topology: t, members: map[string]*mongotest.Server{}}
+// providedTopologies) whose servers all have the runner's user, or none
+// (and then need no authentication) when auth is false.
+func startDeployment(t string, auth bool) (*deployment, error) {
+	d := &deployment{topology: t, auth: auth, members: map[string]*mongotest.Server{}}
 	var servers []*mongotest.Server
 	switch t {
 	case "single":
@@ -73,6 +79,14 @@ func startDeployment(t string) (*deployment, error) {
 		}
 		servers, d.close = rs.Members(), rs.Close
 		d.options = []string{"replicaSet=" + replicaSetName}
+	case "sharded":
+		sc, err := mongotest.StartShardedCluster(shardedMongoses, 1)
+		if err != nil {
+			return nil, err
+		}
+		// The servers a test sees are the mongoses (a fail point goes on
+		// the one the client selects).
+		servers, d.close = sc.Mongoses(), sc.Close
 	default:
 		return nil, fmt.Errorf("the runner cannot start %s", unprovided(t))
 	}
@@ -82,9 +96,11 @@ func startDeployment(t string) (*deployment, error) {
 	}
 	// The members of a replica set share their users: adding it to the
 	// first adds it to all.
-	if err := servers[0].AddUser("admin", runnerUser, runnerPassword); err != nil {
-		d.close()
-		return nil, err
+	if auth {
+		if err := servers[0].AddUser("admin", runnerUser, runnerPassword); err != nil {
+			d.close()
+			return nil, err
+		}
 	}
 	return d, nil
 }
@@ -95,6 +111,13 @@ func startDeployment(t string) (*deployment, error) {
 // name. A client with directConnection=true gets the first host only and no
 // replicaSet, as the format asks.
 func (d *deployment) uri(opts []string) string {
+	return d.uriOfClient(opts, true)
+}
+
+// uriOfClient is uri for a client that reaches every mongos of a sharded
+// cluster (useMultipleMongoses) or only the first: the format has a client
+// of a sharded cluster reach one mongos unless it says otherwise.
+func (d *deployment) uriOfClient(opts []string, multipleMongoses bool) string {
 	var q []string
 	direct := false
 	for _, o := range opts {
@@ -116,12 +139,31 @@ func (d *deployment) uri(opts []string) string {
 	}
 	q = append(q, opts...)
 	hosts := d.hosts
-	if direct {
+	if direct || d.topology == "sharded" && !multipleMongoses {
 		hosts = hosts[:1]
 	}
-	uri := fmt.Sprintf("mongodb://%s:%s@%s/", escape(runnerUser), escape(runnerPassword), strings.Join(hosts, ","))
+	uri := fmt.Sprintf("mongodb://%s%s/", d.credentials(), strings.Join(hosts, ","))
 	if len(q) > 0 {
 		uri += "?" + strings.Join(q, "&")
 	}
 	return uri
+}
+
+// uriOf returns the connection string of a client of the server at address
+// alone: connected to it directly, or through the load balancer.
+func (d *deployment) uriOf(address string) string {
+	q := []string{"directConnection=true"}
+	if d.topology == "load-balanced" {
+		q = []string{"loadBalanced=true"}
+	}
+	return fmt.Sprintf("mongodb://%s%s/?%s", d.credentials(), address, strings.Join(q, "&"))
+}
+
+// credentials returns the userinfo of the deployment's connection strings,
+// with its @; "" when its servers need no authentication.
+func (d *deployment) credentials() string {
+	if !d.auth {
+		return ""
+	}
+	return escape(runnerUser) + ":" + escape(runnerPassword) + "@"
 }

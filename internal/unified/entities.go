@@ -85,62 +85,146 @@ func kindName(v any) string {
 		return "cursor"
 	case *topologyDescription:
 		return "topology description"
+	case *session:
+		return "session"
 	}
 	return fmt.Sprintf("%T", v)
 }
 
-// database is a database entity: a client, a database name, and the read
-// preference of its reads, if its options give one.
+// database is a database entity: a client, a database name, and the
+// options its databaseOptions give.
 type database struct {
-	client   *client
-	name     string
-	readPref *topology.ReadPref
+	client *client
+	name   string
+	nsOptions
 }
 
 // collection is a collection entity: a database, a collection name, and the
-// read preference of its reads (its database's unless its options give
-// one).
+// options its collectionOptions give (its database's where they give none).
 type collection struct {
-	db       *database
-	name     string
-	readPref *topology.ReadPref
+	db   *database
+	name string
+	nsOptions
 }
 
-// readOptions returns the options of a read on the collection: its read
-// preference, if it has one.
-func (c *collection) readOptions() []mongopool.CommandOption {
-	if c.readPref == nil {
-		return nil
+// nsOptions are the options of a database or collection entity
+// (collectionOrDatabaseOptions) that its operations apply, as a driver's
+// database and collection objects do: the read preference and read concern
+// of its reads, the write concern of its writes. In a transaction, the
+// transaction's apply instead.
+type nsOptions struct {
+	readPref     *topology.ReadPref
+	readConcern  bson.D // {level: ...}; nil for none
+	writeConcern bson.D // nil for none
+}
+
+// over returns o with the options it does not set taken from base.
+func (o nsOptions) over(base nsOptions) nsOptions {
+	if o.readPref == nil {
+		o.readPref = base.readPref
 	}
-	return []mongopool.CommandOption{mongopool.WithReadPreference(*c.readPref)}
+	if o.readConcern == nil {
+		o.readConcern = base.readConcern
+	}
+	if o.writeConcern == nil {
+		o.writeConcern = base.writeConcern
+	}
+	return o
 }
 
-// entityOptions reads a collectionOrDatabaseOptions document: the runner
-// applies its readPreference.
-func entityOptions(where string, doc bson.Raw) (*topology.ReadPref, error) {
+// readOptions returns the options of a read in the session s (nil for
+// none): the session, and the read preference of the transaction under way
+// if any, else the entity's.
+func (o nsOptions) readOptions(s *session) []mongopool.CommandOption {
+	opts := s.options()
+	rp := o.readPref
+	if s.inTransaction() {
+		rp = s.txnReadPref()
+	}
+	if rp != nil {
+		opts = append(opts, mongopool.WithReadPreference(*rp))
+	}
+	return opts
+}
+
+// readCommand returns cmd with the entity's read concern, but in a
+// transaction (whose first command the Client gives the transaction's).
+func (o nsOptions) readCommand(cmd bson.D, s *session) bson.D {
+	if o.readConcern == nil || s.inTransaction() {
+		return cmd
+	}
+	return append(cmd, bson.E{Key: "readConcern", Value: o.readConcern})
+}
+
+// writeCommand returns cmd with the entity's write concern, but in a
+// transaction (whose commit and abort carry the transaction's).
+func (o nsOptions) writeCommand(cmd bson.D, s *session) bson.D {
+	if o.writeConcern == nil || s.inTransaction() {
+		return cmd
+	}
+	return append(cmd, bson.E{Key: "writeConcern", Value: o.writeConcern})
+}
+
+// unacknowledged reports whether the entity's writes in s are
+// unacknowledged (w: 0).
+func (o nsOptions) unacknowledged(s *session) bool {
+	if s.inTransaction() {
+		return false
+	}
+	for _, e := range o.writeConcern {
+		if e.Key == "w" {
+			n, ok := e.Value.(int32)
+			return ok && n == 0
+		}
+	}
+	return false
+}
+
+// entityOptions reads a collectionOrDatabaseOptions document: readPreference,
+// readConcern and writeConcern.
+func entityOptions(where string, doc bson.Raw) (nsOptions, error) {
+	var out nsOptions
 	if doc == nil {
-		return nil, nil
+		return out, nil
 	}
-	o := readObject(where, docValue(doc), []string{"readPreference"}, "readConcern", "writeConcern", "timeoutMS")
+	o := readObject(where, docValue(doc), []string{"readPreference", "readConcern", "writeConcern"}, "timeoutMS")
 	rp := o.document("readPreference", false)
-	if o.err != nil || rp == nil {
-		return nil, o.err
+	rc := o.document("readConcern", false)
+	wc := o.document("writeConcern", false)
+	if o.err != nil {
+		return out, o.err
 	}
-	pref, err := readPreference(where+".readPreference", rp)
-	if err != nil {
-		return nil, err
+	if rp != nil {
+		pref, err := readPreference(where+".readPreference", rp)
+		if err != nil {
+			return out, err
+		}
+		out.readPref = &pref
 	}
-	return &pref, nil
+	if rc != nil {
+		level, err := readConcernLevel(where+".readConcern", rc)
+		if err != nil {
+			return out, err
+		}
+		out.readConcern = bson.D{{Key: "level", Value: level}}
+	}
+	if wc != nil {
+		d, err := writeConcern(where+".writeConcern", wc)
+		if err != nil {
+			return out, err
+		}
+		out.writeConcern = d
+	}
+	return out, nil
 }
 
 // entityTypes are the entity types the runner creates.
-var entityTypes = []string{"client", "database", "collection", "thread"}
+var entityTypes = []string{"client", "database", "collection", "session", "thread"}
 
 // unavailableEntities are the entity types of the format that stand for
 // what the project does not have: a test that creates one is skipped, with
 // the reason given here.
 var unavailableEntities = map[string]string{
-	"session":          "explicit sessions (session entities): the client has no session API, and the test server no transactions",
 	"bucket":           "GridFS (bucket entities)",
 	"clientEncryption": "client-side field level encryption (clientEncryption entities)",
 }
@@ -194,7 +278,7 @@ func (r *testRun) createEntity(where, typ string, spec bson.RawValue) error {
 		if o.err != nil {
 			return o.err
 		}
-		rp, err := entityOptions(where+".databaseOptions", opts)
+		nso, err := entityOptions(where+".databaseOptions", opts)
 		if err != nil {
 			return err
 		}
@@ -202,7 +286,7 @@ func (r *testRun) createEntity(where, typ string, spec bson.RawValue) error {
 		if err != nil {
 			return err
 		}
-		return r.entities.add(where, id, &database{client: c, name: name, readPref: rp})
+		return r.entities.add(where, id, &database{client: c, name: name, nsOptions: nso})
 	case "collection":
 		o := readObject(where, spec, []string{"id", "database", "collectionName", "collectionOptions"})
 		id, dbID, name := o.str("id", true), o.str("database", true), o.str("collectionName", true)
@@ -210,7 +294,7 @@ func (r *testRun) createEntity(where, typ string, spec bson.RawValue) error {
 		if o.err != nil {
 			return o.err
 		}
-		rp, err := entityOptions(where+".collectionOptions", opts)
+		nso, err := entityOptions(where+".collectionOptions", opts)
 		if err != nil {
 			return err
 		}
@@ -218,10 +302,17 @@ func (r *testRun) createEntity(where, typ string, spec bson.RawValue) error {
 		if err != nil {
 			return err
 		}
-		if rp == nil {
-			rp = db.readPref
+		return r.entities.add(where, id, &collection{db: db, name: name, nsOptions: nso.over(db.nsOptions)})
+	case "session":
+		s, err := r.newSession(where, spec)
+		if err != nil {
+			return err
 		}
-		return r.entities.add(where, id, &collection{db: db, name: name, readPref: rp})
+		if err := r.entities.add(where, s.id, s); err != nil {
+			s.end(r.ctx)
+			return err
+		}
+		return nil
 	case "thread":
 		o := readObject(where, spec, []string{"id"})
 		id := o.str("id", true)

@@ -247,6 +247,8 @@ type expectedEvent struct {
 	// sdam
 	awaited           *bool
 	previous, current *string // the type of previousDescription, newDescription
+	// m matches the command and the reply.
+	m *matcher
 }
 
 // serverTypes and topologyTypes are the specification's names of the types
@@ -258,8 +260,8 @@ var (
 )
 
 // parseEvent reads an expectedEvent; monitor, unless "", is the eventType
-// its list has.
-func parseEvent(where string, v bson.RawValue, monitor string) (*expectedEvent, error) {
+// its list has. m matches its command and reply.
+func parseEvent(m *matcher, where string, v bson.RawValue, monitor string) (*expectedEvent, error) {
 	doc, ok := v.DocumentOK()
 	if !ok {
 		return nil, fmt.Errorf("%s: want a document, got %s", where, show(v))
@@ -279,7 +281,7 @@ func parseEvent(where string, v bson.RawValue, monitor string) (*expectedEvent, 
 	if monitor != "" && k.monitor != monitor {
 		return nil, fmt.Errorf("%s: %s is not a %s event (it is a %s event)", where, name, monitor, k.monitor)
 	}
-	e := &expectedEvent{name: name, kind: k}
+	e := &expectedEvent{name: name, kind: k, m: m}
 	o := readObject(where+"."+name, elems[0].Value(), k.fields)
 	optBool := func(key string) *bool {
 		if v, ok := o.boolean(key); ok {
@@ -381,12 +383,12 @@ func (e *expectedEvent) commandMismatch(c *commandEvent) string {
 		return fmt.Sprintf("%s: serverConnectionId %d, want one: %v", e.name, c.serverConnID, *e.hasServerConnectionID)
 	}
 	if e.command != nil {
-		if err := Match(docValue(e.command), docValue(c.command), true); err != nil {
+		if err := e.m.match(docValue(e.command), docValue(c.command), true); err != nil {
 			return fmt.Sprintf("%s: command: %v", e.name, err)
 		}
 	}
 	if e.reply != nil {
-		if err := Match(docValue(e.reply), docValue(c.reply), true); err != nil {
+		if err := e.m.match(docValue(e.reply), docValue(c.reply), true); err != nil {
 			return fmt.Sprintf("%s: reply: %v", e.name, err)
 		}
 	}
@@ -441,7 +443,7 @@ type eventsCheck struct {
 
 // parseExpectEvents reads a test's expectEvents before it runs: what the
 // runner cannot read fails the test at once.
-func parseExpectEvents(where string, list []bson.RawValue) ([]eventsCheck, error) {
+func parseExpectEvents(m *matcher, where string, list []bson.RawValue) ([]eventsCheck, error) {
 	var checks []eventsCheck
 	for i, v := range list {
 		w := fmt.Sprintf("%s[%d]", where, i)
@@ -459,7 +461,7 @@ func parseExpectEvents(where string, list []bson.RawValue) ([]eventsCheck, error
 			return nil, fmt.Errorf("%s: unknown eventType %q (known: %s)", w, c.monitor, strings.Join(monitors, ", "))
 		}
 		for j, ev := range events {
-			e, err := parseEvent(fmt.Sprintf("%s.events[%d]", w, j), ev, c.monitor)
+			e, err := parseEvent(m, fmt.Sprintf("%s.events[%d]", w, j), ev, c.monitor)
 			if err != nil {
 				return nil, err
 			}
@@ -557,7 +559,7 @@ func (r *testRun) eventArgs(where string, args bson.Raw) (*client, *expectedEven
 	if count < 0 {
 		return nil, nil, 0, fmt.Errorf("%s: count %d is negative", where, count)
 	}
-	e, err := parseEvent(where+" event", ev, "")
+	e, err := parseEvent(r.match, where+" event", ev, "")
 	if err != nil {
 		return nil, nil, 0, err
 	}

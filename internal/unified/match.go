@@ -18,18 +18,30 @@ import (
 // (int, long, double) match when their values are equal, and the special
 // operators $$exists, $$type, $$unsetOrMatches, $$lte, $$matchAsDocument,
 // $$matchAsRoot and $$matchesHexBytes apply. The error says where the values
-// differ; an expectation the runner cannot evaluate (an unknown operator, or
-// $$matchesEntity and $$sessionLsid, which need entities it does not have) is
-// an error as well.
+// differ; an expectation the runner cannot evaluate (an unknown operator,
+// $$matchesEntity, or $$sessionLsid, which needs a test's entities) is an
+// error as well.
 func Match(expected, actual bson.RawValue, root bool) error {
-	return matchValue("", expected, actual, true, root)
+	return (*matcher)(nil).match(expected, actual, root)
+}
+
+// matcher evaluates matches in a test, whose entities it resolves for
+// $$sessionLsid; a nil matcher has no entities.
+type matcher struct {
+	// lsid returns the logical session id of the session entity name.
+	lsid func(name string) (bson.Raw, error)
+}
+
+// match is Match, with the test's entities.
+func (m *matcher) match(expected, actual bson.RawValue, root bool) error {
+	return m.matchValue("", expected, actual, true, root)
 }
 
 // matchValue matches one value; present is false when actual is missing (a
 // key the actual document does not have), which only some operators accept.
-func matchValue(path string, exp, act bson.RawValue, present, root bool) error {
+func (m *matcher) matchValue(path string, exp, act bson.RawValue, present, root bool) error {
 	if name, arg, ok := operator(exp); ok {
-		return applyOperator(path, name, arg, act, present, root)
+		return m.applyOperator(path, name, arg, act, present, root)
 	}
 	if !present {
 		return fmt.Errorf("%s: missing, want %s", where(path), show(exp))
@@ -40,19 +52,19 @@ func matchValue(path string, exp, act bson.RawValue, present, root bool) error {
 		if !ok {
 			return fmt.Errorf("%s: got %s %s, want a document %s", where(path), typeName(act.Type), show(act), show(exp))
 		}
-		return matchDocument(path, exp.Document(), a, root)
+		return m.matchDocument(path, exp.Document(), a, root)
 	case bson.TypeArray:
 		a, ok := act.ArrayOK()
 		if !ok {
 			return fmt.Errorf("%s: got %s %s, want an array %s", where(path), typeName(act.Type), show(act), show(exp))
 		}
-		return matchArray(path, exp.Array(), a, false)
+		return m.matchArray(path, exp.Array(), a, false)
 	}
 	return matchScalar(path, exp, act)
 }
 
 // matchDocument matches the keys of exp in act; root allows act extra keys.
-func matchDocument(path string, exp, act bson.Raw, root bool) error {
+func (m *matcher) matchDocument(path string, exp, act bson.Raw, root bool) error {
 	elems, err := exp.Elements()
 	if err != nil {
 		return fmt.Errorf("%s: malformed expected document: %w", where(path), err)
@@ -62,7 +74,7 @@ func matchDocument(path string, exp, act bson.Raw, root bool) error {
 		key := e.Key()
 		want[key] = true
 		a, err := act.LookupErr(key)
-		if err := matchValue(join(path, key), e.Value(), a, err == nil, false); err != nil {
+		if err := m.matchValue(join(path, key), e.Value(), a, err == nil, false); err != nil {
 			return err
 		}
 	}
@@ -84,7 +96,7 @@ func matchDocument(path string, exp, act bson.Raw, root bool) error {
 // matchArray matches arrays of the same length element by element. rootElems
 // says that the elements are root-level documents: the documents of an
 // iterable result, such as listDatabases's.
-func matchArray(path string, exp, act bson.RawArray, rootElems bool) error {
+func (m *matcher) matchArray(path string, exp, act bson.RawArray, rootElems bool) error {
 	ev, err := exp.Values()
 	if err != nil {
 		return fmt.Errorf("%s: malformed expected array: %w", where(path), err)
@@ -97,7 +109,7 @@ func matchArray(path string, exp, act bson.RawArray, rootElems bool) error {
 		return fmt.Errorf("%s: %d elements %s, want %d: %s", where(path), len(av), show(bson.RawValue{Type: bson.TypeArray, Value: act}), len(ev), show(bson.RawValue{Type: bson.TypeArray, Value: exp}))
 	}
 	for i := range ev {
-		if err := matchValue(fmt.Sprintf("%s[%d]", path, i), ev[i], av[i], true, rootElems); err != nil {
+		if err := m.matchValue(fmt.Sprintf("%s[%d]", path, i), ev[i], av[i], true, rootElems); err != nil {
 			return err
 		}
 	}
@@ -149,7 +161,7 @@ func operator(v bson.RawValue) (name string, arg bson.RawValue, ok bool) {
 }
 
 // applyOperator evaluates a special operator against actual.
-func applyOperator(path, name string, arg, act bson.RawValue, present, root bool) error {
+func (m *matcher) applyOperator(path, name string, arg, act bson.RawValue, present, root bool) error {
 	switch name {
 	case "$$exists":
 		want, ok := arg.BooleanOK()
@@ -180,7 +192,7 @@ func applyOperator(path, name string, arg, act bson.RawValue, present, root bool
 			return nil
 		}
 		// It does not change whether actual is a root-level document.
-		return matchValue(path, arg, act, true, root)
+		return m.matchValue(path, arg, act, true, root)
 	case "$$lte":
 		if !isNumber(arg.Type) {
 			return fmt.Errorf("%s: $$lte takes a number, not %s", where(path), show(arg))
@@ -208,7 +220,7 @@ func applyOperator(path, name string, arg, act bson.RawValue, present, root bool
 			return fmt.Errorf("%s: %q is not an extended JSON document: %w", where(path), s, err)
 		}
 		// Not a root-level document, unless arg says so with $$matchAsRoot.
-		return matchValue(path, arg, docValue(doc), true, false)
+		return m.matchValue(path, arg, docValue(doc), true, false)
 	case "$$matchAsRoot":
 		want, ok := arg.DocumentOK()
 		if !ok {
@@ -221,7 +233,7 @@ func applyOperator(path, name string, arg, act bson.RawValue, present, root bool
 		if !ok {
 			return fmt.Errorf("%s: got %s %s, want a document", where(path), typeName(act.Type), show(act))
 		}
-		return matchDocument(path, want, got, true)
+		return m.matchDocument(path, want, got, true)
 	case "$$matchesHexBytes":
 		h, ok := arg.StringValueOK()
 		if !ok {
@@ -246,8 +258,28 @@ func applyOperator(path, name string, arg, act bson.RawValue, present, root bool
 			return fmt.Errorf("%s: got bytes %x, want %s", where(path), got, strings.ToLower(h))
 		}
 		return nil
-	case "$$matchesEntity", "$$sessionLsid":
-		return fmt.Errorf("%s: the runner does not support the operator %s (it keeps no BSON or session entities)", where(path), name)
+	case "$$sessionLsid":
+		id, ok := arg.StringValueOK()
+		if !ok {
+			return fmt.Errorf("%s: $$sessionLsid takes a session entity's name, not %s", where(path), show(arg))
+		}
+		if m == nil || m.lsid == nil {
+			return fmt.Errorf("%s: $$sessionLsid: no entities to find the session %q in", where(path), id)
+		}
+		lsid, err := m.lsid(id)
+		if err != nil {
+			return fmt.Errorf("%s: $$sessionLsid: %w", where(path), err)
+		}
+		if !present {
+			return fmt.Errorf("%s: missing, want the lsid of the session %q", where(path), id)
+		}
+		got, ok := act.DocumentOK()
+		if !ok || !sameDocument(got, lsid) {
+			return fmt.Errorf("%s: got %s, want the lsid of the session %q, %s", where(path), show(act), id, show(docValue(lsid)))
+		}
+		return nil
+	case "$$matchesEntity":
+		return fmt.Errorf("%s: the runner does not support the operator %s (it saves no BSON values as entities)", where(path), name)
 	case "$$placeholder":
 		return fmt.Errorf("%s: $$placeholder in an expected value: the runner has nothing to replace it with", where(path))
 	}

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
-	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -39,8 +38,8 @@ func (r *testRun) usableClient(where, id string) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.needsMultiple != "" {
-		return nil, &skipError{c.needsMultiple}
+	if c.unusable != "" {
+		return nil, &skipError{c.unusable}
 	}
 	return c, nil
 }
@@ -57,73 +56,10 @@ func clientOf(ent any) *client {
 		return e.db.client
 	case *cursor:
 		return e.c
+	case *session:
+		return e.c
 	}
 	return nil
-}
-
-// entityOperation runs an operation on an entity.
-func (r *testRun) entityOperation(where, name, object string, args bson.Raw) (result, error) {
-	ent, ok := r.entities.get(object)
-	if !ok {
-		return result{}, &runnerError{fmt.Errorf("%s: no entity named %q", where, object)}
-	}
-	if c := clientOf(ent); c != nil && c.needsMultiple != "" {
-		return result{}, &skipError{c.needsMultiple}
-	}
-	switch e := ent.(type) {
-	case *client:
-		switch name {
-		case "listDatabases":
-			return r.listDatabases(where, e, args)
-		case "close":
-			if args != nil {
-				return result{}, &runnerError{fmt.Errorf("%s: close takes no arguments", where)}
-			}
-			e.close(r.ctx)
-			return result{}, nil
-		}
-	case *database:
-		if name == "runCommand" {
-			return r.runCommand(where, e, args)
-		}
-	case *collection:
-		switch name {
-		case "insertOne":
-			return r.insertOne(where, e, args)
-		case "insertMany":
-			return r.insertMany(where, e, args)
-		case "bulkWrite":
-			return r.bulkWrite(where, e, args)
-		case "find":
-			return r.find(where, e, args)
-		case "createFindCursor":
-			return r.createFindCursor(where, e, args)
-		case "aggregate":
-			return r.aggregate(where, e, args)
-		case "countDocuments":
-			return r.countDocuments(where, e, args)
-		case "updateOne", "updateMany", "replaceOne":
-			return r.update(where, e, args, name)
-		case "deleteOne", "deleteMany":
-			return r.deleteDocs(where, e, args, name)
-		}
-	case *cursor:
-		if args != nil {
-			return result{}, &runnerError{fmt.Errorf("%s: %s takes no arguments", where, name)}
-		}
-		switch name {
-		case "iterateUntilDocumentOrError", "iterateOnce":
-			doc, err := e.next(r.ctx, name == "iterateOnce")
-			if err != nil || doc == nil {
-				return result{}, err
-			}
-			return result{value: docValue(doc)}, nil
-		case "close":
-			e.close(r.ctx)
-			return result{}, nil
-		}
-	}
-	return result{}, &runnerError{fmt.Errorf("%s: unknown operation %q for a %s", where, name, kindName(ent))}
 }
 
 // arguments reads an operation's arguments; a missing arguments document
@@ -137,73 +73,37 @@ func arguments(where string, args bson.Raw, known []string, unsupported ...strin
 
 var emptyDoc = bson.Raw{5, 0, 0, 0, 0}
 
-// listDatabases runs the client operation, a retryable read, and returns
-// the databases.
-func (r *testRun) listDatabases(where string, c *client, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"filter", "nameOnly", "authorizedDatabases", "comment"}, "session")
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	cmd := bson.D{{Key: "listDatabases", Value: 1}}
-	elems, _ := a.doc.Elements()
-	for _, e := range elems {
-		cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
-	}
-	reply, err := c.run(r.ctx, opRead, "admin", cmd)
-	if err != nil {
-		return result{}, err
-	}
-	dbs, err := reply.LookupErr("databases")
-	if err != nil || dbs.Type != bson.TypeArray {
-		return result{}, fmt.Errorf("listDatabases replied without a databases array: %s", reply)
-	}
-	return result{value: dbs, iterable: true}, nil
-}
-
 // codeCommandNotFound is the server's error code for a command it does not
 // have.
 const codeCommandNotFound = 59
 
-// runCommand runs the database operation: the command as it is, on the
-// server its read preference selects (the primary by default). A driver does
-// not retry it. A command the test server does not have skips the test,
-// naming it.
-func (r *testRun) runCommand(where string, db *database, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"command", "commandName", "readPreference"}, "session")
-	cmd := a.document("command", true)
-	name := a.str("commandName", true)
-	rp := a.document("readPreference", false)
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	elems, err := cmd.Elements()
-	if err != nil || len(elems) == 0 {
-		return result{}, &runnerError{fmt.Errorf("%s: the command %s is empty or malformed", where, show(docValue(cmd)))}
-	}
-	if first := elems[0].Key(); first != name {
-		return result{}, &runnerError{fmt.Errorf("%s: commandName %q is not the command's name %q", where, name, first)}
-	}
-	var opts []mongopool.CommandOption
-	if rp != nil {
-		pref, err := readPreference(where+" readPreference", rp)
-		if err != nil {
-			return result{}, &runnerError{err}
-		}
-		opts = append(opts, mongopool.WithReadPreference(pref))
-	}
-	var d bson.D
-	if err := bson.Unmarshal(cmd, &d); err != nil {
-		return result{}, &runnerError{fmt.Errorf("%s: %w", where, err)}
-	}
-	reply, err := db.client.run(r.ctx, opCommand, db.name, d, opts...)
+// codeBadValue is the server's error code for a bad argument, with which the
+// test server also refuses what it does not implement.
+const codeBadValue = 2
+
+// refusal returns why err says the test server refused what it does not
+// implement (a command, an option, an operator, a stage: it names it), ""
+// for any other error. Such a refusal skips the test: it tells nothing of
+// the client.
+func refusal(err error) string {
 	var ce *wire.CommandError
-	if errors.As(err, &ce) && ce.Code == codeCommandNotFound {
-		return result{}, &skipError{fmt.Sprintf("the test server does not implement the command %s (%s)", name, ce.Message)}
+	if !errors.As(err, &ce) {
+		return ""
 	}
-	if err != nil {
-		return result{}, err
+	switch {
+	case ce.Code == codeCommandNotFound:
+		return fmt.Sprintf("a command the test server does not implement (%s)", ce.Message)
+	case ce.Code == codeBadValue && strings.HasPrefix(ce.Message, "mongotest does not implement"):
+		return fmt.Sprintf("a feature the test server refuses: %s", strings.TrimPrefix(ce.Message, "mongotest "))
 	}
-	return result{value: docValue(reply)}, nil
+	return ""
+}
+
+// isNamespaceNotFound reports the error of a command on a collection that
+// does not exist.
+func isNamespaceNotFound(err error) bool {
+	var ce *wire.CommandError
+	return errors.As(err, &ce) && ce.Code == codeNamespaceNotFound
 }
 
 // readPreference reads a readPreference document: mode, tagSets and
@@ -249,53 +149,6 @@ func readPreference(where string, doc bson.Raw) (topology.ReadPref, error) {
 	return rp, nil
 }
 
-// insertOne inserts a document, with an _id made by the client if it has
-// none, and returns the InsertOneResult.
-func (r *testRun) insertOne(where string, coll *collection, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"document"}, "session")
-	doc := a.document("document", true)
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	doc, id, err := withID(doc)
-	if err != nil {
-		return result{}, &runnerError{fmt.Errorf("%s: document: %w", where, err)}
-	}
-	if err := r.insert(coll, []bson.Raw{doc}, true); err != nil {
-		return result{}, err
-	}
-	out, err := bson.Marshal(bson.D{{Key: "insertedId", Value: id}})
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: docValue(out)}, nil
-}
-
-// insertMany inserts documents and returns the InsertManyResult.
-func (r *testRun) insertMany(where string, coll *collection, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"documents", "ordered"}, "session")
-	vals := a.array("documents", true)
-	ordered, set := a.boolean("ordered")
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	if !set {
-		ordered = true
-	}
-	docs, ids, err := documentsWithIDs(where, "documents", vals)
-	if err != nil {
-		return result{}, err
-	}
-	if err := r.insert(coll, docs, ordered); err != nil {
-		return result{}, err
-	}
-	out, err := bson.Marshal(bson.D{{Key: "insertedIds", Value: ids}})
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: docValue(out)}, nil
-}
-
 // documentsWithIDs returns the documents of vals with an _id each (see
 // withID), and their _ids by index.
 func documentsWithIDs(where, field string, vals []bson.RawValue) ([]bson.Raw, bson.D, error) {
@@ -314,62 +167,6 @@ func documentsWithIDs(where, field string, vals []bson.RawValue) ([]bson.Raw, bs
 		ids = append(ids, bson.E{Key: strconv.Itoa(i), Value: id})
 	}
 	return docs, ids, nil
-}
-
-// bulkWrite runs a bulk write of insertOne requests (the only model the
-// runner has): one insert command, ordered unless the arguments say not,
-// and returns the BulkWriteResult's insertedCount and insertedIds.
-func (r *testRun) bulkWrite(where string, coll *collection, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"requests", "ordered"}, "session", "bypassDocumentValidation", "comment", "let")
-	reqs := a.array("requests", true)
-	ordered, set := a.boolean("ordered")
-	if a.err == nil && len(reqs) == 0 {
-		a.fail("requests is empty")
-	}
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	if !set {
-		ordered = true
-	}
-	vals := make([]bson.RawValue, len(reqs))
-	for i, req := range reqs {
-		w := fmt.Sprintf("%s requests[%d]", where, i)
-		o := readObject(w, req, []string{"insertOne"}, "insertMany", "updateOne", "updateMany", "replaceOne", "deleteOne", "deleteMany")
-		model := o.document("insertOne", true)
-		if o.err != nil {
-			return result{}, &runnerError{o.err}
-		}
-		m := readObject(w+".insertOne", docValue(model), []string{"document"})
-		doc := m.document("document", true)
-		if m.err != nil {
-			return result{}, &runnerError{m.err}
-		}
-		vals[i] = docValue(doc)
-	}
-	docs, ids, err := documentsWithIDs(where, "requests", vals)
-	if err != nil {
-		return result{}, err
-	}
-	if err := r.insert(coll, docs, ordered); err != nil {
-		return result{}, err
-	}
-	out, err := bson.Marshal(bson.D{{Key: "insertedCount", Value: int64(len(docs))}, {Key: "insertedIds", Value: ids}})
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: docValue(out)}, nil
-}
-
-// insert runs an insert command, a retryable write, and turns its write
-// errors into an error.
-func (r *testRun) insert(coll *collection, docs []bson.Raw, ordered bool) error {
-	list := make(bson.A, len(docs))
-	for i, d := range docs {
-		list[i] = d
-	}
-	_, err := r.write(coll, bson.D{{Key: "insert", Value: coll.name}, {Key: "documents", Value: list}, {Key: "ordered", Value: ordered}})
-	return err
 }
 
 // withID returns doc with an _id first, a new ObjectID if it had none, as a
@@ -427,159 +224,6 @@ func writeErrorOf(reply bson.Raw) error {
 		return fromDoc("write concern error", d)
 	}
 	return nil
-}
-
-// findCommand reads find's arguments (those of createFindCursor too) and
-// returns the find command (whose limit the Client's Cursor reads), with
-// its batchSize.
-func findCommand(where string, coll *collection, args bson.Raw) (cmd bson.D, batchSize int64, err error) {
-	a := arguments(where, args, []string{"filter", "sort", "skip", "limit", "batchSize"}, "session")
-	filter := a.document("filter", true)
-	sortDoc := a.document("sort", false)
-	skip, _ := a.integer("skip", false)
-	limit, _ := a.integer("limit", false)
-	batchSize, hasBatch := a.integer("batchSize", false)
-	if a.err == nil && (skip < 0 || batchSize < 0) {
-		a.fail("skip and batchSize cannot be negative")
-	}
-	if a.err != nil {
-		return nil, 0, &runnerError{a.err}
-	}
-	cmd = bson.D{{Key: "find", Value: coll.name}, {Key: "filter", Value: filter}}
-	if sortDoc != nil {
-		cmd = append(cmd, bson.E{Key: "sort", Value: sortDoc})
-	}
-	if skip > 0 {
-		cmd = append(cmd, bson.E{Key: "skip", Value: skip})
-	}
-	if limit != 0 {
-		cmd = append(cmd, bson.E{Key: "limit", Value: limit})
-	}
-	if hasBatch {
-		cmd = append(cmd, bson.E{Key: "batchSize", Value: batchSize})
-	}
-	return cmd, batchSize, nil
-}
-
-// find runs a find, a retryable read, and iterates its cursor to the end,
-// with getMore.
-func (r *testRun) find(where string, coll *collection, args bson.Raw) (result, error) {
-	cmd, batchSize, err := findCommand(where, coll, args)
-	if err != nil {
-		return result{}, err
-	}
-	return r.drain(coll, cmd, batchSize)
-}
-
-// drain runs cmd as a cursor of the Client's (a retryable read, whose
-// getMores go to its server) and reads it to its end.
-func (r *testRun) drain(coll *collection, cmd bson.D, batchSize int64) (result, error) {
-	cur, err := r.openCursor(coll, cmd, batchSize)
-	if err != nil {
-		return result{}, err
-	}
-	raws, err := cur.All(r.ctx)
-	if err != nil {
-		return result{}, err
-	}
-	docs := make(bson.A, len(raws))
-	for i, d := range raws {
-		docs[i] = d
-	}
-	_, raw, err := bson.MarshalValue(docs)
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: bson.RawValue{Type: bson.TypeArray, Value: raw}, iterable: true}, nil
-}
-
-// aggregate runs an aggregation on a collection and iterates its cursor to
-// the end. A pipeline that ends with $out or $merge writes: it is not a
-// retryable read.
-func (r *testRun) aggregate(where string, coll *collection, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"pipeline", "batchSize"}, "session")
-	pipeline := a.array("pipeline", true)
-	batchSize, hasBatch := a.integer("batchSize", false)
-	if a.err == nil && batchSize < 0 {
-		a.fail("batchSize cannot be negative")
-	}
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	stages := make(bson.A, len(pipeline))
-	write := false
-	for i, st := range pipeline {
-		d, ok := st.DocumentOK()
-		if !ok {
-			return result{}, &runnerError{fmt.Errorf("%s: pipeline[%d]: want a document, got %s", where, i, show(st))}
-		}
-		stages[i] = d
-		if i == len(pipeline)-1 {
-			elems, _ := d.Elements()
-			write = len(elems) == 1 && (elems[0].Key() == "$out" || elems[0].Key() == "$merge")
-		}
-	}
-	cursor := bson.D{}
-	if hasBatch && !write {
-		cursor = append(cursor, bson.E{Key: "batchSize", Value: batchSize})
-	}
-	cmd := bson.D{{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: stages}, {Key: "cursor", Value: cursor}}
-	if !write {
-		return r.drain(coll, cmd, batchSize)
-	}
-	c := coll.db.client
-	reply, err := c.run(r.ctx, opCommand, coll.db.name, cmd) // on the primary, not retried
-	if err != nil {
-		return result{}, err
-	}
-	return iterate(reply, coll.name, batchSize, 0, func(cmd bson.D) (bson.Raw, error) {
-		return c.run(r.ctx, opCommand, coll.db.name, cmd)
-	})
-}
-
-// countDocuments counts the documents that match a filter, by the CRUD
-// specification's aggregation: $match, $skip, $limit, then a $group that
-// sums; no document out of it means 0.
-func (r *testRun) countDocuments(where string, coll *collection, args bson.Raw) (result, error) {
-	a := arguments(where, args, []string{"filter", "skip", "limit"}, "session")
-	filter := a.document("filter", true)
-	skip, hasSkip := a.integer("skip", false)
-	limit, hasLimit := a.integer("limit", false)
-	if a.err == nil && (skip < 0 || limit < 0) {
-		a.fail("skip and limit cannot be negative")
-	}
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	pipeline := bson.A{bson.D{{Key: "$match", Value: filter}}}
-	if hasSkip {
-		pipeline = append(pipeline, bson.D{{Key: "$skip", Value: skip}})
-	}
-	if hasLimit {
-		pipeline = append(pipeline, bson.D{{Key: "$limit", Value: limit}})
-	}
-	pipeline = append(pipeline, bson.D{{Key: "$group", Value: bson.D{{Key: "_id", Value: 1}, {Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}}}}})
-	c := coll.db.client
-	reply, err := c.run(r.ctx, opRead, coll.db.name, bson.D{
-		{Key: "aggregate", Value: coll.name}, {Key: "pipeline", Value: pipeline}, {Key: "cursor", Value: bson.D{}}}, coll.readOptions()...)
-	if err != nil {
-		return result{}, err
-	}
-	docs := bson.A{}
-	id, err := cursorBatch(reply, "firstBatch", &docs)
-	switch {
-	case err != nil:
-		return result{}, err
-	case id != 0 || len(docs) > 1:
-		return result{}, fmt.Errorf("countDocuments: the aggregation replied with more than one document: %s", reply)
-	case len(docs) == 0:
-		return result{value: bson.RawValue{Type: bson.TypeInt64, Value: bsoncore.AppendInt64(nil, 0)}}, nil
-	}
-	n, err := docs[0].(bson.Raw).LookupErr("n")
-	if err != nil || !isNumber(n.Type) {
-		return result{}, fmt.Errorf("countDocuments: the aggregation replied without a count: %s", reply)
-	}
-	return result{value: n}, nil
 }
 
 // iterate reads a cursor to its end, from the reply that opened it, with
@@ -790,83 +434,6 @@ func sameValue(a, b bson.RawValue) bool {
 	return a.Equal(b)
 }
 
-// update runs an update (updateOne, updateMany) or a replaceOne, and returns
-// the CRUD specification's UpdateResult: matchedCount, modifiedCount,
-// upsertedCount, and upsertedId when a document was upserted. updateMany
-// is not a retryable write: the Client sends it once.
-func (r *testRun) update(where string, coll *collection, args bson.Raw, name string) (result, error) {
-	field := "update"
-	if name == "replaceOne" {
-		field = "replacement"
-	}
-	a := arguments(where, args, []string{"filter", field, "upsert", "arrayFilters", "collation", "hint", "comment", "let"}, "session")
-	filter := a.document("filter", true)
-	u, _ := a.value(field, true)
-	if a.err == nil {
-		switch {
-		case name == "replaceOne" && u.Type != bson.TypeEmbeddedDocument:
-			a.fail("replacement: want a document, got %s", show(u))
-		case u.Type != bson.TypeEmbeddedDocument && u.Type != bson.TypeArray:
-			a.fail("%s: want a document or a pipeline, got %s", field, show(u))
-		}
-	}
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	st := withArgs(bson.D{{Key: "q", Value: filter}, {Key: "u", Value: u}, {Key: "multi", Value: name == "updateMany"}},
-		a, "upsert", "arrayFilters", "collation", "hint")
-	reply, err := r.write(coll, withArgs(bson.D{{Key: "update", Value: coll.name}, {Key: "updates", Value: bson.A{st}}}, a, "comment", "let"))
-	if err != nil {
-		return result{}, err
-	}
-	n, _ := reply.Lookup("n").AsInt64OK()
-	modified, _ := reply.Lookup("nModified").AsInt64OK()
-	res := bson.D{}
-	upserted, _ := reply.Lookup("upserted").ArrayOK()
-	ups, _ := upserted.Values()
-	if len(ups) > 0 {
-		n -= int64(len(ups)) // n counts the upserted documents too
-	}
-	res = append(res, bson.E{Key: "matchedCount", Value: n}, bson.E{Key: "modifiedCount", Value: modified},
-		bson.E{Key: "upsertedCount", Value: int64(len(ups))})
-	if len(ups) > 0 {
-		if d, ok := ups[0].DocumentOK(); ok {
-			res = append(res, bson.E{Key: "upsertedId", Value: d.Lookup("_id")})
-		}
-	}
-	out, err := bson.Marshal(res)
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: docValue(out)}, nil
-}
-
-// deleteDocs runs a deleteOne or a deleteMany and returns the CRUD
-// specification's DeleteResult: deletedCount. deleteMany is not a retryable
-// write: the Client sends it once.
-func (r *testRun) deleteDocs(where string, coll *collection, args bson.Raw, name string) (result, error) {
-	a := arguments(where, args, []string{"filter", "collation", "hint", "comment", "let"}, "session")
-	filter := a.document("filter", true)
-	if a.err != nil {
-		return result{}, &runnerError{a.err}
-	}
-	limit := 0
-	if name == "deleteOne" {
-		limit = 1
-	}
-	st := withArgs(bson.D{{Key: "q", Value: filter}, {Key: "limit", Value: limit}}, a, "collation", "hint")
-	reply, err := r.write(coll, withArgs(bson.D{{Key: "delete", Value: coll.name}, {Key: "deletes", Value: bson.A{st}}}, a, "comment", "let"))
-	if err != nil {
-		return result{}, err
-	}
-	n, _ := reply.Lookup("n").AsInt64OK()
-	out, err := bson.Marshal(bson.D{{Key: "deletedCount", Value: n}})
-	if err != nil {
-		return result{}, err
-	}
-	return result{value: docValue(out)}, nil
-}
-
 // withArgs returns d with the arguments named keys that a has, in that
 // order, as they are.
 func withArgs(d bson.D, a *object, keys ...string) bson.D {
@@ -876,17 +443,4 @@ func withArgs(d bson.D, a *object, keys ...string) bson.D {
 		}
 	}
 	return d
-}
-
-// write runs the write command cmd on coll's database as Client.Write does,
-// with its write errors turned into an error.
-func (r *testRun) write(coll *collection, cmd bson.D) (bson.Raw, error) {
-	reply, err := coll.db.client.run(r.ctx, opWrite, coll.db.name, cmd)
-	if err == nil {
-		err = writeErrorOf(reply)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return reply, nil
 }

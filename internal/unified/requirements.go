@@ -131,8 +131,8 @@ func (s *Server) satisfies(ctx context.Context, where string, r bson.RawValue) (
 				o.fail("unknown topology %q (known: %s)", t, strings.Join(topologies, ", "))
 			}
 			// "sharded" accepts any sharded cluster; "sharded-replicaset"
-			// only one whose shards are replica sets.
-			match = match || t == s.Topology
+			// only one whose shards are replica sets, as the runner's are.
+			match = match || t == s.Topology || t == "sharded-replicaset" && s.Topology == "sharded"
 		}
 		if !match {
 			unmet = append(unmet, fmt.Sprintf("topology %s not in %v", s.Topology, ts))

@@ -189,8 +189,10 @@ const waitTimeout = 10 * time.Second
 const flushTimeout = 10 * time.Second
 
 func newTestRun(t *testing.T, tv bson.RawValue) *testRun {
-	return &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: newEntityMap(),
+	r := &testRun{t: t, where: fmt.Sprintf("test %q", testName(tv, 0)), entities: newEntityMap(),
 		waitTimeout: waitTimeout, flushTimeout: flushTimeout}
+	r.match = &matcher{lsid: r.sessionLsid}
+	return r
 }
 
 // checkSchemaVersion accepts versions of major 1 up to SchemaVersion.
@@ -209,15 +211,17 @@ func checkSchemaVersion(s string) error {
 // testRun is the state of one test: its server, its entities, the fail
 // points to disable.
 type testRun struct {
-	t           *testing.T
-	where       string
-	ctx         context.Context
-	cancel      context.CancelFunc // ends ctx, and the operations of threads
-	dep         *deployment
-	internal    *mongopool.Client
-	server      Server
-	sessions    bool
-	entities    *entityMap
+	t        *testing.T
+	where    string
+	ctx      context.Context
+	cancel   context.CancelFunc // ends ctx, and the operations of threads
+	dep      *deployment
+	internal *mongopool.Client
+	server   Server
+	sessions bool
+	entities *entityMap
+	// match evaluates the test's matches, with its entities.
+	match       *matcher
 	waitTimeout time.Duration // of waitForEvent and waitForThread
 	// flushTimeout bounds each wait for a client to deliver its events
 	// and log messages.
@@ -268,7 +272,7 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 	if skip != "" {
 		return &skipError{"skipReason: " + skip}
 	}
-	eventChecks, err := parseExpectEvents(r.where+" expectEvents", expectEvents)
+	eventChecks, err := parseExpectEvents(r.match, r.where+" expectEvents", expectEvents)
 	if err != nil {
 		return err
 	}
@@ -288,6 +292,9 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 		}
 	}
 	if err := r.loadInitialData(f.initialData); err != nil {
+		if why := refusal(err); why != "" {
+			return &skipError{fmt.Sprintf("initialData: %s", why)}
+		}
 		return err
 	}
 
@@ -299,6 +306,15 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 		defer cancel()
 		for _, c := range all[*client](r.entities) {
 			c.close(ctx)
+		}
+	})
+	// Sessions end (aborting their transactions) once the fail points
+	// are off, before their clients close.
+	r.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, s := range all[*session](r.entities) {
+			s.end(ctx)
 		}
 	})
 	r.t.Cleanup(func() {
@@ -356,7 +372,7 @@ func (r *testRun) run(f *file, tv bson.RawValue) error {
 	return errors.Join(errs...)
 }
 
-// canObserve returns why the deployment cannot give the event e, if it
+// canObserve returns why the project cannot give the event e, if it
 // cannot: an awaited heartbeat needs a server that reports a
 // topologyVersion.
 func (r *testRun) canObserve(e *expectedEvent) error {
@@ -365,6 +381,12 @@ func (r *testRun) canObserve(e *expectedEvent) error {
 			e.name, r.server.Topology)}
 	}
 	return nil
+}
+
+// absent reports an expectation that a value is absent: {$$exists: false}.
+func absent(v bson.RawValue) bool {
+	name, arg, ok := operator(v)
+	return ok && name == "$$exists" && arg.Type == bson.TypeBoolean && !arg.Boolean()
 }
 
 // stopThreads ends the threads at the end of a test: their operations are
@@ -390,38 +412,25 @@ func (r *testRun) stopThreads() {
 // requirements it failed, or the topologies it asks for and the runner
 // cannot provide.
 func (r *testRun) startFor(fileReqs, testReqs []bson.RawValue) error {
-	lists := []struct {
-		where string
-		reqs  []bson.RawValue
-	}{{"file runOnRequirements", fileReqs}, {r.where + " runOnRequirements", testReqs}}
+	lists := []reqList{{"file runOnRequirements", fileReqs}, {r.where + " runOnRequirements", testReqs}}
 	var unmet, unprovidable []string
+	// A deployment has authentication, but one without is tried too for
+	// a test that may ask for none.
+	auths := []bool{true}
+	if asksNoAuth(fileReqs) || asksNoAuth(testReqs) {
+		auths = append(auths, false)
+	}
 	for _, t := range candidateTopologies(fileReqs, testReqs) {
 		if !slices.Contains(providedTopologies, t) {
 			unprovidable = append(unprovidable, unprovided(t))
 			continue
 		}
-		if err := r.start(t); err != nil {
-			return err
-		}
-		met := true
-		for _, l := range lists {
-			if l.reqs == nil {
-				continue
-			}
-			ok, why, err := r.server.Satisfied(r.ctx, l.where, l.reqs)
-			if err != nil {
+		for _, auth := range auths {
+			met, err := r.startMeeting(t, auth, lists, &unmet)
+			if err != nil || met {
 				return err
 			}
-			if !ok {
-				met = false
-				unmet = append(unmet, fmt.Sprintf("on a %s deployment, %s not met: %s", t, l.where, why))
-				break
-			}
 		}
-		if met {
-			return nil
-		}
-		r.stop()
 	}
 	if len(unmet) == 0 {
 		// No deployment was started: the requirements are still read,
@@ -445,6 +454,52 @@ func (r *testRun) startFor(fileReqs, testReqs []bson.RawValue) error {
 	return &skipError{strings.Join(why, "; ")}
 }
 
+// reqList is a runOnRequirements list, and where it is.
+type reqList struct {
+	where string
+	reqs  []bson.RawValue // nil accepts any deployment
+}
+
+// startMeeting starts a deployment of topology t, with authentication or
+// not, and reports whether it meets every requirement list; if it does
+// not, it is stopped, and why is added to unmet.
+func (r *testRun) startMeeting(t string, auth bool, lists []reqList, unmet *[]string) (bool, error) {
+	if err := r.start(t, auth); err != nil {
+		return false, err
+	}
+	for _, l := range lists {
+		if l.reqs == nil {
+			continue
+		}
+		ok, why, err := r.server.Satisfied(r.ctx, l.where, l.reqs)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			what := t
+			if !auth {
+				what += " (without authentication)"
+			}
+			*unmet = append(*unmet, fmt.Sprintf("on a %s deployment, %s not met: %s", what, l.where, why))
+			r.stop()
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// asksNoAuth reports whether a requirement of the list asks for a server
+// without authentication.
+func asksNoAuth(reqs []bson.RawValue) bool {
+	for _, req := range reqs {
+		doc, _ := req.DocumentOK()
+		if auth, ok := doc.Lookup("auth").BooleanOK(); ok && !auth {
+			return true
+		}
+	}
+	return false
+}
+
 // candidateTopologies returns the topologies that every requirement list
 // accepts (a nil list, or a requirement without topologies, accepts any),
 // in the order the lists name them, then in the runner's order.
@@ -462,6 +517,9 @@ func candidateTopologies(lists ...[]bson.RawValue) []string {
 			vals, _ := ts.Values()
 			for _, v := range vals {
 				if s, ok := v.StringValueOK(); ok {
+					if s == "sharded-replicaset" {
+						s = "sharded" // the runner's shards are replica sets
+					}
 					add(s)
 				}
 			}
@@ -500,7 +558,7 @@ func acceptedByAll(t string, lists [][]bson.RawValue) bool {
 			arr, _ := ts.ArrayOK()
 			vals, _ := arr.Values()
 			for _, v := range vals {
-				if s, _ := v.StringValueOK(); s == t {
+				if s, _ := v.StringValueOK(); s == t || s == "sharded-replicaset" && t == "sharded" {
 					ok = true
 				}
 			}
@@ -512,10 +570,10 @@ func acceptedByAll(t string, lists [][]bson.RawValue) bool {
 	return true
 }
 
-// start starts a deployment of topology t and learns what runOnRequirements
-// needs through an internal client.
-func (r *testRun) start(t string) error {
-	dep, err := startDeployment(t)
+// start starts a deployment of topology t, with authentication or not, and
+// learns what runOnRequirements needs through an internal client.
+func (r *testRun) start(t string, auth bool) error {
+	dep, err := startDeployment(t, auth)
 	if err != nil {
 		return err
 	}
@@ -551,9 +609,10 @@ func (r *testRun) start(t string) error {
 	_, r.sessions = hello.Lookup("logicalSessionTimeoutMinutes").AsInt64OK()
 	_, err = hello.LookupErr("topologyVersion")
 	r.server.Streams = err == nil
-	// As configured: the server has a user, and mongotest speaks these
-	// mechanisms (MONGODB-X509 only over TLS, which this server has not).
-	r.server.Auth = true
+	// As configured: the server has a user, or none, and mongotest speaks
+	// these mechanisms (MONGODB-X509 only over TLS, which this server has
+	// not).
+	r.server.Auth = auth
 	r.server.AuthMechanisms = []string{mongotest.MechSCRAMSHA1, mongotest.MechSCRAMSHA256, mongotest.MechPLAIN}
 	r.server.GetParameter = func(ctx context.Context, name string) (bson.RawValue, error) {
 		reply, err := internal.RunCommand(ctx, "admin", bson.D{{Key: "getParameter", Value: 1}, {Key: name, Value: 1}})
@@ -620,6 +679,14 @@ func topologyOf(hello bson.Raw) string {
 
 // operation runs one operation and checks its outcome.
 func (r *testRun) operation(where string, v bson.RawValue) error {
+	_, fail := r.runOperation(where, v)
+	return fail
+}
+
+// runOperation runs one operation and checks its outcome: it returns the
+// operation's error, whatever the operation expected (a withTransaction
+// callback passes it on), and the test's failure (or *skipError), if any.
+func (r *testRun) runOperation(where string, v bson.RawValue) (opErr, fail error) {
 	o := readObject(where, v,
 		[]string{"name", "object", "arguments", "expectError", "expectResult", "ignoreResultAndError", "saveResultAsEntity"})
 	name := o.str("name", true)
@@ -630,21 +697,21 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 	ignore, _ := o.boolean("ignoreResultAndError")
 	saveAs := o.str("saveResultAsEntity", false)
 	if o.err != nil {
-		return o.err
+		return nil, o.err
 	}
 	where = fmt.Sprintf("%s (%s on %s)", where, name, object)
 	if ignore && (wantErr || wantResult) {
-		return fmt.Errorf("%s: ignoreResultAndError with expectError or expectResult", where)
+		return nil, fmt.Errorf("%s: ignoreResultAndError with expectError or expectResult", where)
 	}
 	if wantErr && wantResult {
-		return fmt.Errorf("%s: expectError with expectResult", where)
+		return nil, fmt.Errorf("%s: expectError with expectResult", where)
 	}
 
 	if object == "testRunner" {
 		if wantErr || wantResult || ignore || saveAs != "" {
-			return fmt.Errorf("%s: a special operation has no result or error to expect or save", where)
+			return nil, fmt.Errorf("%s: a special operation has no result or error to expect or save", where)
 		}
-		return r.special(where, name, args)
+		return nil, r.special(where, name, args)
 	}
 
 	// A watchdog: an operation that waits for what never comes ends the
@@ -659,54 +726,59 @@ func (r *testRun) operation(where string, v bson.RawValue) error {
 		if r.hung != nil {
 			r.hung.hang(r.t.Name())
 		}
-		return &runnerError{fmt.Errorf("%s did not end within %v (the test was ended): %v", where, operationTimeout, err)}
+		return err, &runnerError{fmt.Errorf("%s did not end within %v (the test was ended): %v", where, operationTimeout, err)}
 	}
 	var fatal *runnerError
 	var skip *skipError
 	if errors.As(err, &fatal) || errors.As(err, &skip) {
-		return err
+		return err, err
+	}
+	if why := refusal(err); why != "" {
+		// What the test server refuses tells nothing of the client,
+		// whatever the test expected.
+		return err, &skipError{fmt.Sprintf("%s: %s", where, why)}
 	}
 	if err == nil && saveAs != "" {
 		if res.entity == nil {
-			return fmt.Errorf("%s: saveResultAsEntity: the runner saves the cursors of createFindCursor, not the result of %s", where, name)
+			return nil, fmt.Errorf("%s: saveResultAsEntity: the runner saves cursors and collections, not the result of %s", where, name)
 		}
 		if err := r.entities.add(where, saveAs, res.entity); err != nil {
 			if cur, ok := res.entity.(*cursor); ok {
 				cur.close(r.ctx)
 			}
-			return err
+			return nil, err
 		}
 	} else if cur, ok := res.entity.(*cursor); ok {
 		cur.close(r.ctx) // nobody can use it
 	}
 	switch {
 	case ignore:
-		return nil
+		return err, nil
 	case wantErr:
 		if err == nil {
-			return fmt.Errorf("%s: succeeded with %s, want an error", where, show(res.value))
+			return nil, fmt.Errorf("%s: succeeded with %s, want an error", where, show(res.value))
 		}
-		return checkError(where+" expectError", expErr, err)
+		return err, r.checkError(where+" expectError", expErr, err)
 	case err != nil:
-		return fmt.Errorf("%s: %w", where, err)
+		return err, fmt.Errorf("%s: %w", where, err)
 	}
 	if wantResult {
 		var merr error
 		if ea, ok := expResult.ArrayOK(); ok && res.iterable {
 			aa, ok := res.value.ArrayOK()
 			if !ok {
-				return fmt.Errorf("%s: the result %s is not an array", where, show(res.value))
+				return nil, fmt.Errorf("%s: the result %s is not an array", where, show(res.value))
 			}
-			merr = matchArray("", ea, aa, true)
+			merr = r.match.matchArray("", ea, aa, true)
 		} else {
 			// A document result is a root-level document.
-			merr = Match(expResult, res.value, true)
+			merr = r.match.match(expResult, res.value, true)
 		}
 		if merr != nil {
-			return fmt.Errorf("%s: expectResult: %w", where, merr)
+			return nil, fmt.Errorf("%s: expectResult: %w", where, merr)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // special runs a special operation, one on the test runner.
@@ -735,6 +807,24 @@ func (r *testRun) special(where, name string, args bson.Raw) error {
 		return r.assertTopologyType(where, args)
 	case "waitForPrimaryChange":
 		return r.waitForPrimaryChange(where, args)
+	case "targetedFailPoint":
+		return r.targetedFailPoint(where, args)
+	case "assertSessionTransactionState", "assertSessionPinned", "assertSessionUnpinned",
+		"assertSessionDirty", "assertSessionNotDirty":
+		return r.sessionSpecial(where, name, args)
+	case "assertSameLsidOnLastTwoCommands", "assertDifferentLsidOnLastTwoCommands":
+		a, b, err := r.lsidsOfLastTwo(where, args)
+		if err != nil {
+			return err
+		}
+		if same := sameDocument(a, b); same != (name == "assertSameLsidOnLastTwoCommands") {
+			return fmt.Errorf("%s: the last two commands have the lsids %s and %s", where, show(docValue(a)), show(docValue(b)))
+		}
+		return nil
+	case "assertCollectionExists", "assertCollectionNotExists", "assertIndexExists", "assertIndexNotExists":
+		return r.assertNamespace(where, name, args)
+	case "assertNumberConnectionsCheckedOut":
+		return r.assertConnectionsCheckedOut(where, args)
 	case "wait":
 		a := arguments(where, args, []string{"ms"})
 		ms, _ := a.integer("ms", true)
@@ -781,6 +871,9 @@ func (r *testRun) failPoint(where string, args bson.Raw) error {
 	if !ok {
 		return fmt.Errorf("%s: failPoint %s has no configureFailPoint name", where, show(docValue(fp)))
 	}
+	if err := checkFailPointName(where, fpName); err != nil {
+		return err
+	}
 	var cmd bson.D
 	if err := bson.Unmarshal(fp, &cmd); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
@@ -798,6 +891,40 @@ func (r *testRun) failPoint(where string, args bson.Raw) error {
 	})
 	if err != nil {
 		return fmt.Errorf("%s: setting the fail point %s: %w", where, show(docValue(fp)), err)
+	}
+	return nil
+}
+
+// assertConnectionsCheckedOut checks the number of connections the
+// client has checked out of its pools now (their InUse, which a check-out
+// and a check-in change before they return, as the format's counter of
+// events would).
+func (r *testRun) assertConnectionsCheckedOut(where string, args bson.Raw) error {
+	a := arguments(where, args, []string{"client", "connections"})
+	id := a.str("client", true)
+	want, _ := a.integer("connections", true)
+	if a.err != nil {
+		return a.err
+	}
+	c, err := r.usableClient(where, id)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, p := range c.cl.Pools() {
+		n += p.Stats().InUse
+	}
+	if int64(n) != want {
+		return fmt.Errorf("%s: the client %q has %d connections checked out, want %d", where, id, n, want)
+	}
+	return nil
+}
+
+// checkFailPointName returns why a test skips a fail point the test server
+// does not have: it has failCommand only.
+func checkFailPointName(where, name string) error {
+	if name != "failCommand" {
+		return &skipError{fmt.Sprintf("%s: the fail point %s: the test server has only failCommand", where, name)}
 	}
 	return nil
 }
@@ -828,18 +955,20 @@ func (r *testRun) disableFailPoints() error {
 }
 
 // checkError checks an error against an expectedError.
-func checkError(where string, exp bson.RawValue, err error) error {
+func (r *testRun) checkError(where string, exp bson.RawValue, err error) error {
 	o := readObject(where, exp,
 		[]string{"isError", "isClientError", "isTimeoutError", "errorContains", "errorCode", "errorCodeName",
-			"errorLabelsContain", "errorLabelsOmit", "errorResponse"},
-		"expectResult", "writeErrors", "writeConcernErrors")
+			"errorLabelsContain", "errorLabelsOmit", "errorResponse", "expectResult"},
+		"writeErrors", "writeConcernErrors")
 	if o.doc != nil && o.err == nil {
 		if n, _ := o.doc.Elements(); len(n) == 0 {
 			o.fail("an expectedError needs one assertion or more")
 		}
 	}
-	var ce *wire.CommandError
-	fromServer := errors.As(err, &ce)
+	// A bulk write's error may be several of the server's: an assertion
+	// on a code holds if one of them has it.
+	server := serverErrors(err)
+	fromServer := len(server) > 0
 	var problems []string
 	if v, ok := o.boolean("isError"); ok && !v {
 		o.fail("isError: false is not allowed")
@@ -861,13 +990,13 @@ func checkError(where string, exp bson.RawValue, err error) error {
 		}
 	}
 	if code, ok := o.integer("errorCode", false); ok {
-		if !fromServer || int64(ce.Code) != code {
+		if !slices.ContainsFunc(server, func(e serverError) bool { return int64(e.code) == code }) {
 			problems = append(problems, fmt.Sprintf("want the server's error code %d", code))
 		}
 	}
 	if o.has("errorCodeName") {
 		name := o.str("errorCodeName", false)
-		if !fromServer || !strings.EqualFold(ce.CodeName, name) {
+		if !slices.ContainsFunc(server, func(e serverError) bool { return strings.EqualFold(e.codeName, name) }) {
 			problems = append(problems, fmt.Sprintf("want the server's codeName %s", name))
 		}
 	}
@@ -884,8 +1013,21 @@ func checkError(where string, exp bson.RawValue, err error) error {
 	if resp := o.document("errorResponse", false); resp != nil {
 		if !fromServer {
 			problems = append(problems, "errorResponse: the error has no server response")
-		} else if merr := Match(docValue(resp), docValue(ce.Raw), true); merr != nil {
+		} else if merr := r.match.match(docValue(resp), docValue(server[0].raw), true); merr != nil {
 			problems = append(problems, fmt.Sprintf("errorResponse: %v", merr))
+		}
+	}
+	if want, ok := o.value("expectResult", false); ok {
+		// The partial result of a bulk write, which a driver may leave
+		// out ($$unsetOrMatches).
+		var merr error
+		if bwe := (*bulkWriteError)(nil); errors.As(err, &bwe) {
+			merr = r.match.match(want, docValue(bwe.result), true)
+		} else {
+			merr = r.match.matchValue("", want, bson.RawValue{}, false, true)
+		}
+		if merr != nil {
+			problems = append(problems, fmt.Sprintf("expectResult: %v", merr))
 		}
 	}
 	if o.err != nil {
@@ -895,6 +1037,48 @@ func checkError(where string, exp bson.RawValue, err error) error {
 		return fmt.Errorf("%s: %s; the error: %v", where, strings.Join(problems, "; "), err)
 	}
 	return nil
+}
+
+// serverError is an error of the server in an operation's error: a
+// command's, or a write concern's.
+type serverError struct {
+	code     int32
+	codeName string
+	raw      bson.Raw // the reply
+}
+
+// serverErrors returns the server's errors in err, in order.
+func serverErrors(err error) []serverError {
+	var out []serverError
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+			return
+		case *wire.CommandError:
+			out = append(out, serverError{e.Code, e.CodeName, e.Raw})
+			return
+		case *mongopool.WriteConcernError:
+			out = append(out, serverError{e.Code, e.CodeName, e.Reply})
+			return
+		case *mongopool.WriteErrors:
+			for _, we := range e.Errors {
+				out = append(out, serverError{we.Code, we.CodeName, e.Reply})
+			}
+			if e.WriteConcernError != nil {
+				walk(e.WriteConcernError)
+			}
+			return
+		case interface{ Unwrap() []error }:
+			for _, u := range e.Unwrap() {
+				walk(u)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return out
 }
 
 // isTimeout reports an error that a time limit ended.
