@@ -10,11 +10,11 @@ import (
 // operations of the CRUD, retryable reads and writes, command monitoring
 // and run command specifications, each test against a deployment of a
 // topology it accepts (a standalone, a replica set of three members, a
-// mongos behind a load balancer), with Clients built by NewClient and
+// sharded cluster, a mongos behind a load balancer), with Clients built by NewClient and
 // explicit sessions of StartSession: those the project can run pass; the
-// others skip, each naming what it needs that the project has not (a
-// sharded cluster, causal consistency, snapshot reads, change streams,
-// GridFS, a feature the test server refuses, ...).
+// others skip, each naming what it needs that the project has not
+// (snapshot reads, change streams, GridFS, client bulkWrite, a feature the
+// test server refuses, ...).
 
 // TestSpecTransactions runs testdata/spec/transactions.
 func TestSpecTransactions(t *testing.T) {
@@ -52,6 +52,11 @@ func TestSpecRetryableReads(t *testing.T) {
 func TestSpecCommandMonitoring(t *testing.T) {
 	unified.RunDir(t, "testdata/spec/command-logging-and-monitoring/monitoring")
 	unified.RunDir(t, "testdata/spec/command-logging-and-monitoring/logging")
+}
+
+// TestSpecCausalConsistency runs testdata/spec/causal-consistency.
+func TestSpecCausalConsistency(t *testing.T) {
+	unified.RunDir(t, "testdata/spec/causal-consistency")
 }
 
 // TestSpecRunCommand runs testdata/spec/run-command.

@@ -87,6 +87,8 @@ func (r *testRun) clientOperation(where, name string, c *client, args bson.Raw) 
 	switch name {
 	case "listDatabases", "listDatabaseObjects", "listDatabaseNames":
 		return r.listDatabases(where, name, c, args)
+	case "dropDatabase":
+		return r.dropDatabase(where, c, args)
 	case "close":
 		if args != nil {
 			return result{}, &runnerError{fmt.Errorf("%s: close takes no arguments", where)}
@@ -1120,10 +1122,25 @@ func (r *testRun) drop(where string, db *database, coll string, nso nsOptions, a
 		return result{}, err
 	}
 	cmd := nso.writeCommand(withArgs(bson.D{{Key: "drop", Value: coll}}, a, "comment"), s)
-	_, err = db.client.run(r.ctx, opCommand, db.name, cmd, s.options()...)
+	_, err = db.client.run(r.ctx, opWrite, db.name, cmd, s.options()...) // once: not a retryable write
 	if isNamespaceNotFound(err) {
 		err = nil
 	}
+	return result{}, err
+}
+
+// dropDatabase is the client operation that drops a database.
+func (r *testRun) dropDatabase(where string, c *client, args bson.Raw) (result, error) {
+	a := arguments(where, args, []string{"database", "session", "comment"})
+	name := a.str("database", true)
+	s, err := r.sessionArg(where, a)
+	if err != nil {
+		return result{}, err
+	}
+	if a.err != nil {
+		return result{}, &runnerError{a.err}
+	}
+	_, err = c.run(r.ctx, opWrite, name, withArgs(bson.D{{Key: "dropDatabase", Value: 1}}, a, "comment"), s.options()...) // once: not a retryable write
 	return result{}, err
 }
 
@@ -1172,7 +1189,7 @@ func (r *testRun) createCollection(where string, db *database, args bson.Raw) (r
 		return result{}, err
 	}
 	cmd := db.writeCommand(withArgs(bson.D{{Key: "create", Value: name}}, a, createOptions...), s)
-	if _, err := db.client.run(r.ctx, opCommand, db.name, cmd, s.options()...); err != nil {
+	if _, err := db.client.run(r.ctx, opWrite, db.name, cmd, s.options()...); err != nil { // once: not a retryable write
 		return result{}, err
 	}
 	return result{entity: &collection{db: db, name: name, nsOptions: db.nsOptions}}, nil

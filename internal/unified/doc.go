@@ -40,7 +40,7 @@
 //     (saveResultAsEntity of createCollection); TopologyDescription entities
 //     (recordTopologyDescription);
 //   - the operations of clients: listDatabases, listDatabaseNames,
-//     listDatabaseObjects and close; of databases: runCommand (with a
+//     listDatabaseObjects, dropDatabase and close; of databases: runCommand (with a
 //     readPreference), runCursorCommand and createCommandCursor (with
 //     batchSize, maxTimeMS and comment for the getMores, and cursorType),
 //     aggregate, createCollection, dropCollection, listCollections,
@@ -62,7 +62,10 @@
 //     cursors. Every operation takes the session argument
 //     (mongopool.WithSession). Reads run as Client.Read (retryable reads),
 //     writes as Client.Write (retryable writes where the specification
-//     allows), runCommand and the other commands as Client.RunCommand, and
+//     allows; createCollection, drop, dropCollection and dropDatabase too,
+//     sent once, with the write concern and a causally consistent
+//     session's afterClusterTime), runCommand and the other commands as
+//     Client.RunCommand, and
 //     cursors (those of find, aggregate and the listings too) as
 //     Client.Cursor, whose getMores go to the cursor's server, over its
 //     connection in a load-balanced deployment, as the load balancer
