@@ -29,6 +29,8 @@ type request struct {
 	// txn is the transaction the command runs in, if any: its handler
 	// works on the transaction's view of the store (Server.storeOf).
 	txn *transaction
+	// op is the command as currentOp shows it and killOp kills it.
+	op *activeOp
 	// interrupt, for a write admitted on a primary, closes when the member
 	// steps down: a write still waiting then fails, as mongod kills the
 	// writes in progress at a step-down. Nil otherwise.
@@ -99,6 +101,8 @@ func init() {
 		"killSessions":     {run: (*Server).endSessions, noSession: true, secondary: secondaryAlways},
 		"refreshSessions":  {run: (*Server).refreshSessions, noSession: true, secondary: secondaryAlways},
 		"serverStatus":     {run: (*Server).serverStatus, secondary: secondaryAlways},
+		"currentOp":        {run: (*Server).currentOp, secondary: secondaryAlways},
+		"killOp":           {run: (*Server).killOp, secondary: secondaryAlways},
 		"dbStats":          {run: (*Server).dbStats, secondary: secondaryOptIn},
 		"dbstats":          {run: (*Server).dbStats, secondary: secondaryOptIn},
 		"connectionStatus": {run: (*Server).connectionStatus, public: true, secondary: secondaryAlways},
@@ -156,6 +160,10 @@ func (s *Server) dispatch(req *request) (bson.Raw, error) {
 	s.stats.command(req.name)
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	if !handlers[req.name].legacy { // hello is not an operation currentOp shows
+		req.op = s.ops.start(req)
+		defer s.ops.end(req.op)
+	}
 	d, err := s.run(req)
 	var fe *failCommandError
 	var fwd *forwardedError

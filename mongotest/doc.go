@@ -137,8 +137,10 @@
 // closes, and when the client hangs up: sleep(ms) waits no longer either.
 // An interruption fails a whole update or delete command, as in mongod.
 // Stats.JavaScriptRunning and Stats.JavaScriptInterrupted report the calls
-// running and those stopped. There is no killOp (mongotest has no
-// currentOp or killOp), no db.system.js functions, and no memory limit
+// running and those stopped. currentOp lists the commands running (filtered
+// by a query on their documents) and killOp stops one: its JavaScript, or
+// its wait for a transaction's lock, fails with Interrupted (11601). There
+// are no db.system.js functions, and no memory limit
 // beyond the recursion's. A read (find, count, distinct) matches a filter
 // with JavaScript outside the store's lock, so that a sleeping $where holds
 // up no other command, as mongod yields; a write's $where holds the store

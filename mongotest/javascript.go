@@ -444,6 +444,8 @@ func (r *jsRun) startWatch() *jsWatch {
 				why = errorf(codeMaxTimeMSExpired, "operation exceeded time limit")
 			case <-r.req.interrupt:
 				why = errInterrupted().(*cmdError)
+			case <-r.req.killed():
+				why = errKilled()
 			case <-c.life.done:
 				why = errorf(codeInterruptedAtShutdown, "interrupted at shutdown")
 			case <-gone:

@@ -43,6 +43,7 @@ type Server struct {
 	// Start (a replica set member's is its member's).
 	processID bson.ObjectID
 	active    atomic.Int64 // the commands running, for serverStatus
+	ops       activeOps    // the commands running, for currentOp and killOp
 
 	nextConnID atomic.Int32
 

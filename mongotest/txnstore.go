@@ -473,6 +473,8 @@ func (t *transaction) wait(req *request) error {
 		}
 	case <-req.interrupt:
 		return errInterrupted()
+	case <-req.killed():
+		return errKilled()
 	case <-req.conn.life.done:
 		return errInterrupted()
 	case <-hang.done:
