@@ -229,6 +229,17 @@ func (s *Server) runRetryable(req *request, h handler) (bson.D, error) {
 // ...]}: it aborts the transactions of the sessions and forgets their
 // retryable writes.
 func (s *Server) endSessions(req *request) (bson.D, error) {
+	lsids, err := sessionList(req)
+	if err != nil {
+		return nil, err
+	}
+	s.sessions.end(lsids)
+	return bson.D{}, nil
+}
+
+// sessionList returns the lsids of {endSessions: [...]} or {killSessions:
+// [...]}, checked.
+func sessionList(req *request) ([]bson.Raw, error) {
 	v := req.body.Lookup(req.name)
 	if v.Type != bson.TypeArray {
 		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", req.name, req.name, typeName(v.Type))
@@ -241,8 +252,7 @@ func (s *Server) endSessions(req *request) (bson.D, error) {
 		}
 		lsids = append(lsids, d)
 	}
-	s.sessions.end(lsids)
-	return bson.D{}, nil
+	return lsids, nil
 }
 
 // refreshSessions runs {refreshSessions: [lsid, ...]}: sessions here do

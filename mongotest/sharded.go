@@ -654,21 +654,15 @@ func (r *router) listDatabases(req *request) (bson.D, error) {
 // transactions here. It waits for no shard: the members of a shard share
 // their sessions, which a stopped or partitioned member holds too.
 func (r *router) endSessions(req *request) (bson.D, error) {
-	v := req.body.Lookup(req.name)
-	if v.Type != bson.TypeArray {
-		return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'array'", req.name, req.name, typeName(v.Type))
+	lsids, err := sessionList(req)
+	if err != nil {
+		return nil, err
 	}
-	var lsids []bson.Raw
-	for _, v := range arrayValues(v) {
-		d, ok := v.DocumentOK()
-		if !ok {
-			return nil, errorf(codeTypeMismatch, "BSON field '%s.%s' is the wrong type '%s', expected type 'object'", req.name, req.name, typeName(v.Type))
-		}
-		lsids = append(lsids, d)
-		r.mu.Lock()
+	r.mu.Lock()
+	for _, d := range lsids {
 		delete(r.txns, valueKey(docValue(d)))
-		r.mu.Unlock()
 	}
+	r.mu.Unlock()
 	for _, rs := range r.sc.shards {
 		rs.members[0].srv.sessions.end(lsids)
 	}
