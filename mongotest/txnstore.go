@@ -377,7 +377,8 @@ func (t *transaction) lockForWrite(c *collection, r *record, doc bson.Raw, keys 
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	id := idKeyOf(r, doc)
-	lc := st.dbs[dbOfNS(c.ns)][collOfNS(c.ns)]
+	db, coll := splitNS(c.ns)
+	lc := st.dbs[db][coll]
 	want := []string{idLock(c.ns, id)}
 	conflict := false
 	switch owner := st.lockOwnerLocked(want[0]); {
@@ -423,10 +424,6 @@ func (t *transaction) lockForWrite(c *collection, r *record, doc bson.Raw, keys 
 	}
 	return nil
 }
-
-// dbOfNS and collOfNS split a namespace at its first dot.
-func dbOfNS(ns string) string   { db, _ := splitNS(ns); return db }
-func collOfNS(ns string) string { _, coll := splitNS(ns); return coll }
 
 // uniqueOwner returns the record that owns key in the unique index named
 // ix of c, if any.
