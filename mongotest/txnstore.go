@@ -152,6 +152,10 @@ func (t *transaction) abort() {
 // commit applies the transaction's writes to the store and ends it. It
 // fails with NoSuchTransaction if the transaction died first.
 func (t *transaction) commit() error {
+	// The locks are taken in the one order of every path: the view's,
+	// then the store's.
+	t.view.mu.Lock()
+	defer t.view.mu.Unlock()
 	st := t.live
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -159,8 +163,6 @@ func (t *transaction) commit() error {
 		t.endLocked(txnAborted)
 		return errorf(codeNoSuchTransaction, "Transaction with txnNumber %d has been aborted.", t.number)
 	}
-	t.view.mu.Lock()
-	defer t.view.mu.Unlock()
 	for ns, ids := range t.written {
 		db, coll := splitNS(ns)
 		src := t.view.dbs[db][coll]
