@@ -51,13 +51,10 @@ func parseClusterTime(doc bson.Raw) (*clusterTime, bool) {
 	return &clusterTime{ts: bson.Timestamp{T: t, I: i}, doc: slices.Clone(doc)}, true
 }
 
-// clusterTimeKey and operationTimeKey are the names of the fields as they
-// appear in the BSON of a reply: a reply without them (a standalone's) is
-// passed over without parsing.
-var (
-	clusterTimeKey   = []byte("$clusterTime\x00")
-	operationTimeKey = []byte("operationTime\x00")
-)
+// timeKeySuffix ends the names of both fields, $clusterTime and
+// operationTime, as they appear in the BSON of a reply: one scan for it
+// passes over a reply without them (a standalone's) without parsing.
+var timeKeySuffix = []byte("Time\x00")
 
 // noteTimes takes in the $clusterTime and operationTime of the reply to o
 // (an error's reply included): the client's and o's session's cluster time
@@ -70,7 +67,7 @@ func (c *Client) noteTimes(o *operation, reply bson.Raw, err error) {
 		}
 		reply = ce.Raw
 	}
-	if !bytes.Contains(reply, clusterTimeKey) && !bytes.Contains(reply, operationTimeKey) {
+	if !bytes.Contains(reply, timeKeySuffix) {
 		return
 	}
 	if d, ok := reply.Lookup("$clusterTime").DocumentOK(); ok {

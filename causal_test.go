@@ -1,6 +1,7 @@
 package mongopool_test
 
 import (
+	"context"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -49,11 +50,7 @@ func TestCausalConsistency(t *testing.T) {
 	var log commandLog
 	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	if _, ok := s.OperationTime(); ok {
 		t.Error("a new session has an operation time")
 	}
@@ -175,11 +172,7 @@ func TestClusterTimeGossip(t *testing.T) {
 	}
 	last := timestampOf(t, replies[2].Lookup("$clusterTime", "clusterTime"))
 
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	ahead := bson.Timestamp{T: last.T + 100, I: 1}
 	doc, err := bson.Marshal(bson.D{{Key: "clusterTime", Value: ahead}, {Key: "signature", Value: bson.D{
 		{Key: "hash", Value: bson.Binary{Data: make([]byte, 20)}}, {Key: "keyId", Value: int64(0)}}}})
@@ -207,11 +200,7 @@ func TestClusterTimeGossip(t *testing.T) {
 	}
 
 	sc := newClient(t, startServer(t).URI(), mongopool.WithCommandEventHandler(log.handler))
-	ss, err := sc.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.EndSession(ctx)
+	ss := startSession(t, sc)
 	for range 2 {
 		if _, err := sc.Read(ctx, "db", bson.D{{Key: "find", Value: "c"}}, mongopool.WithSession(ss)); err != nil {
 			t.Fatal(err)
@@ -231,4 +220,15 @@ func mustRaw(t *testing.T, d bson.D) bson.Raw {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startSession starts an explicit session of c, ended when the test ends.
+func startSession(t *testing.T, c *mongopool.Client, opts ...mongopool.SessionOption) *mongopool.Session {
+	t.Helper()
+	s, err := c.StartSession(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.EndSession(context.Background()) })
+	return s
 }

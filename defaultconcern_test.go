@@ -51,11 +51,7 @@ func TestConnectionStringConcerns(t *testing.T) {
 	}
 
 	// A transaction takes them, on its first command and its commit.
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	if err := s.WithTransaction(ctx, func(sctx context.Context) error {
 		_, err := c.Write(sctx, "db", insertOf(3), mongopool.WithSession(s))
 		return err
@@ -80,11 +76,7 @@ func TestConnectionStringConcerns(t *testing.T) {
 		t.Errorf("a w=0 write: %s; want w 0, no lsid, no txnNumber", cmd)
 	}
 	// A transaction cannot be unacknowledged, the client's w=0 included.
-	us, err := u.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer us.EndSession(ctx)
+	us := startSession(t, u)
 	if err := us.StartTransaction(nil); !errors.Is(err, mongopool.ErrUnacknowledgedTransaction) {
 		t.Errorf("StartTransaction with the client's w=0: %v", err)
 	}

@@ -41,11 +41,7 @@ func TestTransactionCommands(t *testing.T) {
 	var log commandLog
 	c := newClient(t, rs.URI(), mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	if err := s.StartTransaction(&mongopool.TransactionOptions{ReadConcern: "snapshot", WriteConcern: bson.D{{Key: "w", Value: "majority"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -227,11 +223,7 @@ func TestTransactionAbortAndErrors(t *testing.T) {
 
 	// A standalone has no transactions.
 	sc := newClient(t, startServer(t).URI())
-	ss, err := sc.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.EndSession(ctx)
+	ss := startSession(t, sc)
 	if _, err := sc.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,14 +241,10 @@ func TestWithTransaction(t *testing.T) {
 	var log commandLog
 	c := newClient(t, rs.URI()+"&heartbeatFrequencyMS=500", mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 
 	calls := 0
-	err = s.WithTransaction(ctx, func(ctx context.Context) error {
+	err := s.WithTransaction(ctx, func(ctx context.Context) error {
 		calls++
 		if _, err := c.Write(ctx, "db", insertOf(calls), mongopool.WithSession(s)); err != nil {
 			return err
@@ -361,11 +349,7 @@ func TestTransactionPinnedToMongos(t *testing.T) {
 	c := newClient(t, cluster.URI()+"?localThresholdMS=1000", mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
 	waitTopology(t, c, "two mongoses", hasTypes(map[topology.ServerType]int{topology.Mongos: 2}))
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	for round := range 3 {
 		if err := s.StartTransaction(nil); err != nil {
 			t.Fatal(err)
@@ -422,11 +406,7 @@ func TestTransactionBehindLoadBalancer(t *testing.T) {
 	var log commandLog
 	c := newClient(t, srv.URI()+"?loadBalanced=true", mongopool.WithCommandEventHandler(log.handler))
 	ctx := ctx(t)
-	s, err := c.StartSession()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.EndSession(ctx)
+	s := startSession(t, c)
 	if err := s.StartTransaction(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -480,11 +460,7 @@ func TestCommitRetryWriteConcernAfterOverload(t *testing.T) {
 		ErrorLabels: []string{"RetryableError", "SystemOverloadedError"}}
 	commitWCs := func(setup ...mongotest.FailPoint) []bson.RawValue {
 		t.Helper()
-		s, err := c.StartSession()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.EndSession(ctx)
+		s := startSession(t, c)
 		if err := s.StartTransaction(nil); err != nil {
 			t.Fatal(err)
 		}
