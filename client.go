@@ -350,6 +350,16 @@ func WithReadPreference(rp topology.ReadPref) CommandOption {
 	return func(o *operation) { o.readPref, o.hasReadPref = rp, true }
 }
 
+// WithServer runs a Do, a RunCommand or a Conn on the server at address
+// (host:port as the topology knows it) rather than on one selected by read
+// preference: where a server holds state a command needs (a cursor, a
+// transaction pinned to a mongos). The selection waits for that server to be
+// known and available, until it times out; a server the topology does not
+// have is never selected.
+func WithServer(address string) CommandOption {
+	return func(o *operation) { o.sel = serverAt(address) }
+}
+
 // operation is one command the client runs, through its attempts.
 type operation struct {
 	kind opKind

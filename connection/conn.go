@@ -116,7 +116,7 @@ func (c *Conn) RoundTripExhaust(ctx context.Context, cmd bson.Raw) (bson.Raw, er
 	default:
 		return nil, fmt.Errorf("connection to %s: the exhaustAllowed flag is for hello, legacy hello and getMore only, not %q", c.address, name)
 	}
-	reply, err := c.exchange(ctx, cmd, wire.ExhaustAllowed)
+	reply, err := c.exchange(ctx, cmd, nil, wire.ExhaustAllowed)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,27 @@ func (c *Conn) RoundTripExhaust(ctx context.Context, cmd bson.Raw) (bson.Raw, er
 // succeeded is not known. It refuses what RoundTrip refuses; a network
 // error breaks the connection.
 func (c *Conn) Send(ctx context.Context, cmd bson.Raw) error {
-	_, err := c.exchange(ctx, cmd, wire.MoreToCome)
+	_, err := c.exchange(ctx, cmd, nil, wire.MoreToCome)
+	return err
+}
+
+// RoundTripMsg is RoundTrip for a command whose arguments come partly as
+// document sequences (the OP_MSG kind 1 sections, such as an insert's
+// "documents"), as a proxy relays them: cmd is the body, seqs the
+// sequences, sent as they are. The size limits apply to the body
+// (maxBsonObjectSize) and to the whole message (maxMessageSizeBytes).
+func (c *Conn) RoundTripMsg(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence) (bson.Raw, error) {
+	reply, err := c.exchange(ctx, cmd, seqs, 0)
+	if err != nil {
+		return nil, err
+	}
+	return reply, wire.CheckReply(reply)
+}
+
+// SendMsg is Send for a command with document sequences (see RoundTripMsg):
+// sent with moreToCome, no reply read.
+func (c *Conn) SendMsg(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence) error {
+	_, err := c.exchange(ctx, cmd, seqs, wire.MoreToCome)
 	return err
 }
 
@@ -172,12 +192,13 @@ func (c *Conn) ReadMore(ctx context.Context) (bson.Raw, error) {
 
 // roundTrip is RoundTrip without the check of ok.
 func (c *Conn) roundTrip(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
-	return c.exchange(ctx, cmd, 0)
+	return c.exchange(ctx, cmd, nil, 0)
 }
 
-// exchange sends cmd in an OP_MSG with flags and reads the reply, without
-// checking its ok; with moreToCome, it reads none.
-func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, flags wire.Flag) (bson.Raw, error) {
+// exchange sends cmd (and seqs, its document sequences) in an OP_MSG with
+// flags and reads the reply, without checking its ok; with moreToCome, it
+// reads none.
+func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence, flags wire.Flag) (bson.Raw, error) {
 	if err := c.Err(); err != nil {
 		return nil, fmt.Errorf("connection to %s is no longer usable: %w", c.address, err)
 	}
@@ -195,11 +216,11 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, flags wire.Flag) (bso
 	if maxCmd := int(c.maxBSON) + wire.CommandOverhead; len(cmd) > maxCmd {
 		return nil, &wire.SizeLimitError{Limit: "maxBsonObjectSize", Size: len(cmd), Max: maxCmd}
 	}
-	if size := msgOverhead + len(cmd); size > int(c.maxMessage) {
+	if size := msgOverhead + len(cmd) + sequencesSize(seqs); size > int(c.maxMessage) {
 		return nil, &wire.SizeLimitError{Limit: "maxMessageSizeBytes", Size: size, Max: int(c.maxMessage)}
 	}
 	requestID := wire.NextRequestID()
-	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Flags: flags, Body: cmd})
+	msg, err := wire.AppendMsg(c.buf[:0], requestID, 0, &wire.Msg{Flags: flags, Body: cmd, Sequences: seqs})
 	if err != nil {
 		return nil, err // a bad command document: the connection is fine
 	}
@@ -283,6 +304,19 @@ func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, respon
 		c.moreToCome, c.lastReplyID = true, h.RequestID
 	}
 	return reply.Body, nil
+}
+
+// sequencesSize returns the bytes seqs take in a message: per sequence,
+// its kind byte, size and identifier, then its documents.
+func sequencesSize(seqs []wire.Sequence) int {
+	n := 0
+	for _, s := range seqs {
+		n += 1 + 4 + len(s.Identifier) + 1
+		for _, d := range s.Documents {
+			n += len(d)
+		}
+	}
+	return n
 }
 
 // msgOverhead is what an OP_MSG adds to its body document: the header,

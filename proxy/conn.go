@@ -1,0 +1,424 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongopool/mongopool/wire"
+)
+
+// readBufferSize is a client connection's read buffer: small, since idle
+// connections are what a proxy holds most of.
+const readBufferSize = 4 << 10
+
+// keepBuffer is the largest request or reply buffer a connection keeps
+// between messages; a larger one, made for a large message, is dropped.
+const keepBuffer = 64 << 10
+
+// clientConn is one client connection: a goroutine that reads a request,
+// serves it and writes its reply, one at a time.
+type clientConn struct {
+	p       *Proxy
+	nc      net.Conn
+	id      int64
+	persona Persona
+	br      *bufio.Reader
+	rbuf    []byte // the request, reused
+	wbuf    []byte // the reply's message, reused
+	cbuf    []byte // a compressed reply, reused
+	dbuf    []byte // a reply document the proxy builds, reused
+
+	refuse       bool // beyond MaxClientConns: answer the first command with an error, then close
+	handshaken   bool
+	loadBalanced bool
+	compressor   wire.CompressorID // negotiated at the handshake
+	appName      string
+
+	busy atomic.Bool // from a request's first byte to its reply
+
+	drainOnce sync.Once
+	drainCh   chan struct{} // closed by drain
+}
+
+func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
+	return &clientConn{
+		p:       p,
+		nc:      nc,
+		id:      p.nextConnID.Add(1),
+		persona: persona,
+		br:      bufio.NewReaderSize(nc, readBufferSize),
+		drainCh: make(chan struct{}),
+	}
+}
+
+// drain asks the connection to close once its operation under way, if
+// any, is answered; an idle one is closed now (its read is interrupted).
+func (cc *clientConn) drain() {
+	cc.drainOnce.Do(func() {
+		close(cc.drainCh)
+		if !cc.busy.Load() {
+			cc.nc.SetReadDeadline(time.Unix(1, 0))
+		}
+	})
+}
+
+func (cc *clientConn) draining() bool {
+	select {
+	case <-cc.drainCh:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve runs the connection until the client hangs up, breaks the
+// protocol, or the proxy closes or drains it.
+func (cc *clientConn) serve() {
+	defer cc.nc.Close()
+	for {
+		if cc.draining() {
+			return
+		}
+		msg, err := cc.readMessage()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !cc.draining() {
+				cc.p.log.Debug("proxy: client connection ended", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "error", err)
+			}
+			return
+		}
+		if !cc.handle(msg) {
+			return
+		}
+		cc.busy.Store(false)
+		if cap(cc.rbuf) > keepBuffer {
+			cc.rbuf = nil
+		}
+	}
+}
+
+// readMessage reads one message whole into cc.rbuf. The declared length is
+// checked before anything is allocated, and the buffer grows only as bytes
+// arrive, so a client that claims a large message and sends little costs
+// little.
+func (cc *clientConn) readMessage() ([]byte, error) {
+	var hdr [wire.HeaderSize]byte
+	if _, err := io.ReadFull(cc.br, hdr[:1]); err != nil {
+		return nil, err
+	}
+	cc.busy.Store(true)
+	if _, err := io.ReadFull(cc.br, hdr[1:]); err != nil {
+		return nil, fmt.Errorf("reading a message header: %w", err)
+	}
+	length := int32(binary.LittleEndian.Uint32(hdr[:]))
+	if length < wire.HeaderSize || length > maxMessageSize {
+		return nil, fmt.Errorf("a message declares %d bytes, outside [%d, %d]: closing the connection", length, wire.HeaderSize, maxMessageSize)
+	}
+	buf := append(cc.rbuf[:0], hdr[:]...)
+	for len(buf) < int(length) {
+		if len(buf) == cap(buf) {
+			grown := make([]byte, len(buf), min(max(2*cap(buf), 4096), int(length)))
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := io.ReadFull(cc.br, buf[len(buf):min(cap(buf), int(length))])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			return nil, fmt.Errorf("a message was cut after %d of its %d bytes: %w", len(buf), length, err)
+		}
+	}
+	cc.rbuf = buf
+	return buf, nil
+}
+
+// handle serves one message, and reports whether the connection goes on.
+func (cc *clientConn) handle(msg []byte) bool {
+	h, _ := wire.ParseHeader(msg)
+	switch h.OpCode {
+	case wire.OpMsg:
+		return cc.handleMsg(h, msg, 0)
+	case wire.OpCompressed:
+		if len(msg) < wire.HeaderSize+9 {
+			cc.p.log.Debug("proxy: a compressed message is too short", "conn", cc.id)
+			return false
+		}
+		comp := wire.CompressorID(msg[wire.HeaderSize+8])
+		inner, err := wire.DecompressContext(cc.p.ctx, msg, wire.DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: cc.p.offer})
+		if err != nil {
+			cc.p.log.Debug("proxy: a compressed message could not be decompressed", "conn", cc.id, "error", err)
+			return false
+		}
+		ih, _ := wire.ParseHeader(inner)
+		switch ih.OpCode {
+		case wire.OpMsg:
+			return cc.handleMsg(ih, inner, comp)
+		case opQuery:
+			return cc.handleQuery(ih, inner)
+		}
+		cc.p.log.Debug("proxy: unsupported opcode in a compressed message", "conn", cc.id, "opcode", int32(ih.OpCode))
+		return false
+	case opQuery:
+		return cc.handleQuery(h, msg)
+	}
+	cc.p.log.Debug("proxy: unsupported opcode", "conn", cc.id, "opcode", int32(h.OpCode))
+	return false
+}
+
+// handleMsg serves an OP_MSG; comp is the compressor it came with.
+func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorID) bool {
+	p := cc.p
+	_, m, err := wire.DecodeMsg(msg)
+	if err != nil {
+		// An OP_MSG that cannot be decoded leaves nothing to answer.
+		p.log.Debug("proxy: an invalid OP_MSG", "conn", cc.id, "error", err)
+		return false
+	}
+	ex := exchangeOf{responseTo: h.RequestID, comp: comp, moreToCome: m.Flags&wire.MoreToCome != 0,
+		exhaust: m.Flags&wire.ExhaustAllowed != 0, received: time.Now()}
+	req, err := parseRequest(m.Body)
+	if err != nil {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeFailedToParse, "proxy: "+err.Error()))
+	}
+	if cc.refuse {
+		p.stats.local.Add(1)
+		p.stats.overloaded.Add(1)
+		cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many client connections (the most is %d); retry later", p.cfg.MaxClientConns), labelSystemOverloaded, labelRetryable))
+		return false
+	}
+	switch req.name {
+	case "hello", "isMaster", "ismaster":
+		p.stats.local.Add(1)
+		return cc.hello(ex, m.Body, req.name != "hello", false)
+	case "ping":
+		p.stats.local.Add(1)
+		return cc.reply(ex, okReply)
+	case "saslStart", "saslContinue", "authenticate", "getnonce", "logout":
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeAuthenticationFailed, "proxy: this proxy authenticates no client (it connects to the servers with its own credentials): remove the credentials from the client's connection string"))
+	case "getMore":
+		return cc.getMore(ex, &req, m.Sequences)
+	case "killCursors":
+		return cc.killCursors(ex, &req)
+	}
+	return cc.command(ex, &req, m.Sequences)
+}
+
+// exchangeOf is what a request's reply depends on.
+type exchangeOf struct {
+	responseTo int32
+	comp       wire.CompressorID // the request's compressor: the reply's
+	moreToCome bool              // the client wants no reply
+	exhaust    bool              // exhaustAllowed
+	received   time.Time
+}
+
+// reply writes body as the reply to the request of ex, compressed as the
+// request was; nothing for a request with moreToCome. It reports whether
+// the connection goes on.
+func (cc *clientConn) reply(ex exchangeOf, body bson.Raw) bool {
+	if ex.moreToCome {
+		return true
+	}
+	return cc.writeMsg(ex, 0, body)
+}
+
+// writeMsg writes body in an OP_MSG with flags.
+func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) bool {
+	out, err := wire.AppendMsg(cc.wbuf[:0], wire.NextRequestID(), ex.responseTo, &wire.Msg{Flags: flags, Body: body})
+	if err != nil {
+		cc.p.log.Warn("proxy: a reply could not be encoded", "conn", cc.id, "error", err)
+		return false
+	}
+	cc.wbuf = out
+	if ex.comp != wire.CompressorNoop {
+		comp, err := wire.AppendCompressed(cc.cbuf[:0], out, ex.comp, wire.ZlibDefaultLevel)
+		if err == nil {
+			cc.cbuf, out = comp, comp
+		}
+	}
+	_, err = cc.nc.Write(out)
+	if cap(cc.wbuf) > keepBuffer {
+		cc.wbuf = nil
+	}
+	if cap(cc.cbuf) > keepBuffer {
+		cc.cbuf = nil
+	}
+	if err != nil {
+		cc.p.log.Debug("proxy: writing a reply failed", "conn", cc.id, "error", err)
+		return false
+	}
+	return true
+}
+
+// hello answers a handshake or a monitoring check: legacy for isMaster and
+// ismaster, opQuery when it came over OP_QUERY. An awaitable hello (with
+// the proxy's current topologyVersion and maxAwaitTimeMS) waits for a
+// change, up to maxAwaitTimeMS; with exhaustAllowed, the proxy then goes on
+// streaming replies every maxAwaitTimeMS (the streaming protocol), until
+// the client hangs up or the proxy drains.
+func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) bool {
+	p := cc.p
+	h := parseHello(body, legacy)
+	if !cc.handshaken {
+		cc.handshaken = true
+		for _, name := range h.compression {
+			if id, ok := wire.ParseCompressor(name); ok && id != wire.CompressorNoop && offers(p.offer, id) {
+				cc.compressor = id
+				break
+			}
+		}
+		if h.loadBalanced {
+			if cc.persona != LoadBalancer {
+				return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeInvalidOptions, "proxy: this listener presents a mongos, not a load balancer: connect without loadBalanced=true, or to the proxy's load balancer listener"))
+			}
+			cc.loadBalanced = true
+		}
+		cc.appName = h.appName
+	} else if h.hasClient {
+		return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeClientMetadataCannotBeMutated, "The client metadata document may only be sent in the first hello"))
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.QueueTimeout)
+	st, err := p.helloNow(ctx)
+	cancel()
+	if err != nil {
+		return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeHostUnreachable, "proxy: "+err.Error()))
+	}
+	awaitable := h.hasTV && h.hasMaxAwait && !opQuery
+	if awaitable && h.tvProcess == p.processID && h.tvCounter == st.counter {
+		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+			return false
+		}
+	}
+	if !awaitable || !ex.exhaust || ex.moreToCome {
+		return cc.answer(ex, opQuery, cc.appendHello(cc.dbuf[:0], h, st))
+	}
+	// The streaming protocol: a reply with moreToCome, then another each
+	// maxAwaitTimeMS or at a change, until the client hangs up.
+	for {
+		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st)
+		if !cc.writeMsg(ex, wire.MoreToCome, cc.dbuf) {
+			return false
+		}
+		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+			return false
+		}
+	}
+}
+
+// awaitChange waits up to d for the hello state to change from st, and
+// returns the state then; an error when the proxy closes or drains.
+func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState, error) {
+	p := cc.p
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.personaChanged():
+	case <-cc.drainCh:
+		return nil, ErrClosed
+	case <-p.ctx.Done():
+		return nil, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.QueueTimeout)
+	defer cancel()
+	if now, err := p.helloNow(ctx); err == nil {
+		return now, nil
+	}
+	return st, nil
+}
+
+func offers(list []wire.CompressorID, id wire.CompressorID) bool {
+	for _, c := range list {
+		if c == id {
+			return true
+		}
+	}
+	return false
+}
+
+// answer replies in the opcode the request came in.
+func (cc *clientConn) answer(ex exchangeOf, opQuery bool, body bson.Raw) bool {
+	cc.dbuf = body[:0]
+	if opQuery {
+		return cc.writeReply(ex.responseTo, 0, body)
+	}
+	return cc.reply(ex, body)
+}
+
+// The legacy opcodes the proxy knows: OP_QUERY for the legacy hello only,
+// answered with an OP_REPLY.
+const (
+	opQuery wire.OpCode = 2004
+	opReply wire.OpCode = 1
+)
+
+// queryFailure is OP_REPLY's QueryFailure flag.
+const queryFailure = 1 << 1
+
+// handleQuery serves an OP_QUERY: a legacy hello on a "<db>.$cmd"
+// namespace, which drivers send first; anything else gets the error that
+// current servers give.
+func (cc *clientConn) handleQuery(h wire.Header, msg []byte) bool {
+	cc.p.stats.local.Add(1)
+	body := msg[wire.HeaderSize:]
+	if len(body) < 4 {
+		return false
+	}
+	body = body[4:] // flags
+	end := 0
+	for end < len(body) && body[end] != 0 {
+		end++
+	}
+	if end == len(body) || len(body) < end+1+8+5 {
+		return false
+	}
+	ns := string(body[:end])
+	docBytes := body[end+1+8:]
+	doc, _, ok := bsoncore.ReadDocument(docBytes)
+	if !ok || doc.Validate() != nil {
+		return false
+	}
+	cmd := bson.Raw(doc)
+	if q, err := cmd.LookupErr("$query"); err == nil {
+		if d, ok := q.DocumentOK(); ok {
+			cmd = d
+		}
+	}
+	ex := exchangeOf{responseTo: h.RequestID, received: time.Now()}
+	name := ""
+	if e, err := cmd.IndexErr(0); err == nil {
+		name = e.Key()
+	}
+	if len(ns) > 5 && ns[len(ns)-5:] == ".$cmd" && (name == "isMaster" || name == "ismaster" || name == "hello") {
+		return cc.hello(ex, cmd, name != "hello", true)
+	}
+	return cc.writeReply(h.RequestID, queryFailure, errorReply(cc.dbuf, codeUnsupportedOpQuery,
+		fmt.Sprintf("Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", name)))
+}
+
+// writeReply writes doc in an OP_REPLY answering responseTo.
+func (cc *clientConn) writeReply(responseTo int32, flags int32, doc bson.Raw) bool {
+	out := cc.wbuf[:0]
+	out = wire.AppendHeader(out, wire.Header{MessageLength: int32(wire.HeaderSize + 20 + len(doc)), RequestID: wire.NextRequestID(), ResponseTo: responseTo, OpCode: opReply})
+	out = binary.LittleEndian.AppendUint32(out, uint32(flags))
+	out = binary.LittleEndian.AppendUint64(out, 0) // cursorID
+	out = binary.LittleEndian.AppendUint32(out, 0) // startingFrom
+	out = binary.LittleEndian.AppendUint32(out, 1) // numberReturned
+	out = append(out, doc...)
+	cc.wbuf = out
+	if _, err := cc.nc.Write(out); err != nil {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,36 @@
+// Package proxy is a MongoDB pooling proxy: drivers of any language connect
+// to it as they would to a mongos (or to a load balancer in front of
+// mongoses), and their operations share the few pooled connections of one
+// mongopool.Client per upstream server.
+//
+// The proxy answers every handshake itself (hello, isMaster and ismaster,
+// over OP_MSG and OP_QUERY, in the opcode they came in), with the upstream
+// servers' real wire-version range, its own topologyVersion and awaitable,
+// streamed hello, so that drivers monitor it as they would a mongos and
+// never reach the upstream servers' monitors. Every other command is routed
+// per operation through the client's topology:
+//
+//   - a read by its $readPreference (mode, tags, maxStalenessSeconds), a
+//     write to the primary;
+//   - a getMore to the server that made its cursor, each id of a killCursors
+//     to its own server; the cursor ids clients see are the proxy's, unique
+//     across servers, mapped to the servers' own ids;
+//   - the commands of a transaction, in a sharded cluster, to the mongos its
+//     first command went to (the transactions specification's pinning), by
+//     lsid;
+//   - a retryable write (one with a txnNumber, outside a transaction), a
+//     commit or abort, and a retryable read held through a primary change and
+//     retried on the new primary, with the same lsid and txnNumber, for up to
+//     Config.ElectionHold, rather than failed back to every client.
+//
+// A request is read whole before an upstream connection is checked out for
+// it, and the connection is checked back in before the reply is written, so
+// a slow or stalled client never holds one. The wait for a connection is
+// bounded (Config.QueueTimeout, and the command's own maxTimeMS, which is
+// reduced by the time spent waiting), and so is the number of waiting
+// operations (Config.MaxQueued): beyond it, operations are answered at once
+// with the SystemOverloadedError and RetryableError labels, on which current
+// drivers back off and retry.
+//
+// The daemon is cmd/mongopool-proxy, a module of its own.
+package proxy

@@ -1,0 +1,208 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongopool/mongopool/topology"
+)
+
+// The size limits the proxy announces: every MongoDB server's, which the
+// proxy checks requests against too.
+const (
+	maxBSONObjectSize  = 16 * 1024 * 1024
+	maxMessageSize     = 48000000
+	maxWriteBatchSize  = 100000
+	defaultSessionMins = 30
+)
+
+// helloState is what the proxy's hello says of its upstreams; a change of
+// it is a new topologyVersion.
+type helloState struct {
+	counter          int64 // topologyVersion.counter
+	minWire, maxWire int32
+	sessionMins      int64 // 0: the upstreams do not support sessions
+}
+
+// upstreamState computes the hello fields from the topology now: the wire
+// version range every data-bearing upstream server supports (the greatest
+// minimum, the least maximum), and the deployment's session timeout. ok is
+// false while no data-bearing server is known.
+func upstreamState(d topology.Description) (st helloState, ok bool) {
+	for _, sd := range d.Servers() {
+		if !sd.Type.DataBearing() {
+			continue
+		}
+		if !ok {
+			st.minWire, st.maxWire, ok = sd.MinWireVersion, sd.MaxWireVersion, true
+			continue
+		}
+		st.minWire = max(st.minWire, sd.MinWireVersion)
+		st.maxWire = min(st.maxWire, sd.MaxWireVersion)
+	}
+	if d.LogicalSessionTimeoutMinutes != nil {
+		st.sessionMins = *d.LogicalSessionTimeoutMinutes
+	}
+	return st, ok
+}
+
+// helloNow returns the proxy's hello state, waiting (within ctx) for a
+// data-bearing upstream server to be known when none is yet. A change from
+// the last state makes a new topologyVersion, and wakes the streaming
+// hellos.
+func (p *Proxy) helloNow(ctx context.Context) (*helloState, error) {
+	st, ok := upstreamState(p.client.Topology().Description())
+	if !ok {
+		s, err := p.client.Topology().SelectServer(ctx, func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
+			for _, sd := range d.Servers() {
+				if sd.Type.DataBearing() {
+					dst = append(dst, sd)
+				}
+			}
+			return dst, nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("no upstream server is available: %w", err)
+		}
+		s.Done()
+		if st, ok = upstreamState(p.client.Topology().Description()); !ok {
+			return nil, fmt.Errorf("no upstream server is available")
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cur := p.persona
+	if cur != nil && cur.minWire == st.minWire && cur.maxWire == st.maxWire && cur.sessionMins == st.sessionMins {
+		return cur, nil
+	}
+	if cur != nil {
+		st.counter = cur.counter + 1
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
+	p.persona = &st
+	return p.persona, nil
+}
+
+// personaChanged returns a channel closed at the next change of the hello
+// state.
+func (p *Proxy) personaChanged() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changed
+}
+
+// helloRequest is what a hello asks.
+type helloRequest struct {
+	legacy        bool // isMaster or ismaster
+	helloOK       bool
+	loadBalanced  bool
+	hasClient     bool
+	appName       string
+	compression   []string
+	tvProcess     bson.ObjectID
+	tvCounter     int64
+	hasTV         bool
+	maxAwait      time.Duration
+	hasMaxAwait   bool
+	saslMechsUser string
+}
+
+// parseHello reads a hello command document.
+func parseHello(body bson.Raw, legacy bool) helloRequest {
+	h := helloRequest{legacy: legacy}
+	elems, err := body.Elements()
+	if err != nil {
+		return h
+	}
+	for _, e := range elems {
+		v := e.Value()
+		switch e.Key() {
+		case "helloOk":
+			h.helloOK = v.Type == bson.TypeBoolean && v.Boolean()
+		case "loadBalanced":
+			h.loadBalanced = v.Type == bson.TypeBoolean && v.Boolean()
+		case "client":
+			h.hasClient = true
+			if d, ok := v.DocumentOK(); ok {
+				if a, ok := d.Lookup("application", "name").StringValueOK(); ok {
+					h.appName = a
+				}
+			}
+		case "compression":
+			if a, ok := v.ArrayOK(); ok {
+				vals, _ := a.Values()
+				for _, c := range vals {
+					if s, ok := c.StringValueOK(); ok {
+						h.compression = append(h.compression, s)
+					}
+				}
+			}
+		case "topologyVersion":
+			if d, ok := v.DocumentOK(); ok {
+				pid, ok1 := d.Lookup("processId").ObjectIDOK()
+				n, ok2 := d.Lookup("counter").AsInt64OK()
+				if ok1 && ok2 {
+					h.tvProcess, h.tvCounter, h.hasTV = pid, n, true
+				}
+			}
+		case "maxAwaitTimeMS":
+			if n, ok := v.AsInt64OK(); ok && n >= 0 {
+				h.maxAwait, h.hasMaxAwait = time.Duration(n)*time.Millisecond, true
+			}
+		case "saslSupportedMechs":
+			h.saslMechsUser, _ = v.StringValueOK()
+		}
+	}
+	return h
+}
+
+// appendHello appends the proxy's hello reply to dst.
+func (cc *clientConn) appendHello(dst []byte, h helloRequest, st *helloState) []byte {
+	p := cc.p
+	idx, doc := bsoncore.AppendDocumentStart(dst)
+	if h.legacy {
+		doc = bsoncore.AppendBooleanElement(doc, "ismaster", true)
+	} else {
+		doc = bsoncore.AppendBooleanElement(doc, "isWritablePrimary", true)
+	}
+	doc = bsoncore.AppendStringElement(doc, "msg", "isdbgrid")
+	if h.helloOK || !h.legacy {
+		doc = bsoncore.AppendBooleanElement(doc, "helloOk", true)
+	}
+	tidx, d := bsoncore.AppendDocumentElementStart(doc, "topologyVersion")
+	d = bsoncore.AppendObjectIDElement(d, "processId", p.processID)
+	d = bsoncore.AppendInt64Element(d, "counter", st.counter)
+	doc, _ = bsoncore.AppendDocumentEnd(d, tidx)
+	doc = bsoncore.AppendInt32Element(doc, "maxBsonObjectSize", maxBSONObjectSize)
+	doc = bsoncore.AppendInt32Element(doc, "maxMessageSizeBytes", maxMessageSize)
+	doc = bsoncore.AppendInt32Element(doc, "maxWriteBatchSize", maxWriteBatchSize)
+	doc = bsoncore.AppendDateTimeElement(doc, "localTime", time.Now().UnixMilli())
+	if st.sessionMins > 0 {
+		doc = bsoncore.AppendInt32Element(doc, "logicalSessionTimeoutMinutes", int32(st.sessionMins))
+	}
+	doc = bsoncore.AppendInt64Element(doc, "connectionId", cc.id)
+	doc = bsoncore.AppendInt32Element(doc, "minWireVersion", st.minWire)
+	doc = bsoncore.AppendInt32Element(doc, "maxWireVersion", st.maxWire)
+	doc = bsoncore.AppendBooleanElement(doc, "readOnly", false)
+	if cc.compressor != 0 && h.hasClient {
+		aidx, arr := bsoncore.AppendArrayElementStart(doc, "compression")
+		arr = bsoncore.AppendStringElement(arr, "0", cc.compressor.String())
+		doc, _ = bsoncore.AppendArrayEnd(arr, aidx)
+	}
+	if cc.loadBalanced {
+		doc = bsoncore.AppendObjectIDElement(doc, "serviceId", p.serviceID)
+	}
+	if h.saslMechsUser != "" {
+		// The proxy authenticates no client: no mechanism is supported.
+		aidx, arr := bsoncore.AppendArrayElementStart(doc, "saslSupportedMechs")
+		doc, _ = bsoncore.AppendArrayEnd(arr, aidx)
+	}
+	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	return doc
+}

@@ -1,0 +1,388 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/topology"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// Persona is what a listener presents itself as in its hello replies.
+type Persona uint8
+
+const (
+	// Mongos: drivers see a mongos (msg "isdbgrid"). They monitor it (by
+	// streaming hello), pin a transaction and a cursor's getMores to it,
+	// and, given several proxies in one seed list, balance operations
+	// among them by latency. The default.
+	Mongos Persona = iota
+	// LoadBalancer: drivers that connect with loadBalanced=true see a load
+	// balancer in front of a mongos (a serviceId in hello): they start no
+	// monitor, and pin a cursor or a transaction to one connection.
+	LoadBalancer
+)
+
+// String returns "mongos" or "loadBalancer".
+func (p Persona) String() string {
+	if p == LoadBalancer {
+		return "loadBalancer"
+	}
+	return "mongos"
+}
+
+// ParsePersona parses "mongos" or "loadBalancer" (any case, "lb" too).
+func ParsePersona(s string) (Persona, error) {
+	switch s {
+	case "mongos", "":
+		return Mongos, nil
+	case "loadBalancer", "loadbalancer", "lb", "load-balancer":
+		return LoadBalancer, nil
+	}
+	return Mongos, fmt.Errorf("proxy: unknown persona %q: use mongos or loadBalancer", s)
+}
+
+// Config holds the proxy's limits; the zero value of a field means its
+// default.
+type Config struct {
+	// MaxClientConns caps the client connections open at once (10,000 by
+	// default). A connection beyond it is answered, at its first command,
+	// with an overload error, and closed.
+	MaxClientConns int
+	// MaxQueued caps the operations waiting for an upstream server or
+	// connection at once (10,000 by default). Beyond it, an operation is
+	// answered at once with code 462 and the SystemOverloadedError and
+	// RetryableError labels.
+	MaxQueued int
+	// QueueTimeout bounds an operation's wait for a server and a connection
+	// (10 s by default); the command's maxTimeMS bounds it too.
+	QueueTimeout time.Duration
+	// ElectionHold is how long a retryable operation whose server failed
+	// (a network error, a state change error) is held and retried on the
+	// deployment's new primary before its error goes back to the client
+	// (15 s by default; a negative value turns holding off).
+	ElectionHold time.Duration
+	// MaxLongPolls caps the getMores of tailable awaitData cursors (change
+	// streams included) in flight at once, which hold an upstream
+	// connection for up to their maxTimeMS (16 by default). Beyond it, such
+	// a getMore is answered with an overload error, which drivers retry.
+	MaxLongPolls int
+	// CursorTimeout is how long a cursor the proxy maps may stay unused
+	// before the proxy forgets it (10 minutes by default: the servers'
+	// own cursorTimeoutMillis).
+	CursorTimeout time.Duration
+	// Compressors are offered to clients that list them in their handshake,
+	// in the clients' order of preference (snappy, zstd and zlib by
+	// default; none when set to an empty, non-nil slice).
+	Compressors []string
+	// Logger receives the proxy's log (nothing by default).
+	Logger *slog.Logger
+}
+
+// withDefaults returns cfg with its defaults filled in.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.MaxClientConns == 0 {
+		cfg.MaxClientConns = 10000
+	}
+	if cfg.MaxQueued == 0 {
+		cfg.MaxQueued = 10000
+	}
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = 10 * time.Second
+	}
+	if cfg.ElectionHold == 0 {
+		cfg.ElectionHold = 15 * time.Second
+	}
+	if cfg.MaxLongPolls == 0 {
+		cfg.MaxLongPolls = 16
+	}
+	if cfg.CursorTimeout == 0 {
+		cfg.CursorTimeout = 10 * time.Minute
+	}
+	if cfg.Compressors == nil {
+		cfg.Compressors = []string{"snappy", "zstd", "zlib"}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case cfg.MaxClientConns < 0:
+		return cfg, fmt.Errorf("proxy: MaxClientConns %d is negative", cfg.MaxClientConns)
+	case cfg.MaxQueued < 0:
+		return cfg, fmt.Errorf("proxy: MaxQueued %d is negative", cfg.MaxQueued)
+	case cfg.QueueTimeout < 0:
+		return cfg, fmt.Errorf("proxy: QueueTimeout %v is negative", cfg.QueueTimeout)
+	case cfg.MaxLongPolls < 0:
+		return cfg, fmt.Errorf("proxy: MaxLongPolls %d is negative", cfg.MaxLongPolls)
+	case cfg.CursorTimeout < 0:
+		return cfg, fmt.Errorf("proxy: CursorTimeout %v is negative", cfg.CursorTimeout)
+	}
+	for _, name := range cfg.Compressors {
+		if _, ok := wire.ParseCompressor(name); !ok || name == "noop" {
+			return cfg, fmt.Errorf("proxy: unknown compressor %q: use snappy, zstd or zlib", name)
+		}
+	}
+	return cfg, nil
+}
+
+// Proxy serves MongoDB clients on its listeners, with the connections of a
+// mongopool.Client. Make one with New, give it listeners with Serve, and end
+// it with Shutdown or Close.
+type Proxy struct {
+	client    *mongopool.Client
+	cfg       Config
+	log       *slog.Logger
+	offer     []wire.CompressorID // cfg.Compressors, parsed
+	processID bson.ObjectID       // of the proxy's topologyVersion
+	serviceID bson.ObjectID       // the LoadBalancer persona's serviceId
+
+	ctx    context.Context // ended by Close: the upstream exchanges' context
+	cancel context.CancelFunc
+
+	cursors *cursorTable
+	pins    *pinTable
+
+	nextConnID atomic.Int64
+	queued     atomic.Int64 // operations waiting for a server or connection
+	longPolls  atomic.Int64 // awaitData getMores in flight
+	stats      counters
+
+	wg sync.WaitGroup // the listeners' and the connections' goroutines
+
+	mu        sync.Mutex // protects following fields
+	listeners map[net.Listener]struct{}
+	conns     map[*clientConn]struct{}
+	closed    bool
+	draining  bool
+	persona   *helloState   // the hello fields that come from the upstreams
+	changed   chan struct{} // closed when persona changes
+}
+
+// New returns a proxy that serves clients with client's connections. The
+// proxy does not own client: close it after the proxy. A client of a load
+// balancer is refused (point the proxy at the mongoses behind it).
+func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
+	if client == nil {
+		return nil, errors.New("proxy: New needs a client")
+	}
+	if client.Topology().Description().Type == topology.LoadBalanced {
+		return nil, errors.New("proxy: the upstream is a load balancer, whose cursors and transactions need one connection each for their lifetime: point the proxy at the mongoses behind it instead")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{
+		client:    client,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		processID: bson.NewObjectID(),
+		serviceID: bson.NewObjectID(),
+		cursors:   newCursorTable(cfg.CursorTimeout),
+		pins:      newPinTable(),
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*clientConn]struct{}{},
+		changed:   make(chan struct{}),
+	}
+	for _, name := range cfg.Compressors {
+		id, _ := wire.ParseCompressor(name)
+		p.offer = append(p.offer, id)
+	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// ErrClosed is returned by Serve once the proxy is shut down or closed.
+var ErrClosed = errors.New("proxy: closed")
+
+// Serve accepts client connections on ln, presenting persona, until the
+// proxy is shut down or closed (it then returns ErrClosed) or ln fails. It
+// closes ln when it returns.
+func (p *Proxy) Serve(ln net.Listener, persona Persona) error {
+	p.mu.Lock()
+	if p.closed || p.draining {
+		p.mu.Unlock()
+		ln.Close()
+		return ErrClosed
+	}
+	p.listeners[ln] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, ln)
+		p.mu.Unlock()
+		ln.Close()
+	}()
+	var tempDelay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			p.mu.Lock()
+			done := p.closed || p.draining
+			p.mu.Unlock()
+			if done {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of file descriptors, for instance: wait a little
+				// rather than spin.
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				p.log.Warn("proxy: accepting a connection failed; retrying", "error", err, "delay", tempDelay)
+				select {
+				case <-time.After(tempDelay):
+				case <-p.ctx.Done():
+					return ErrClosed
+				}
+				continue
+			}
+			return fmt.Errorf("proxy: accepting connections: %w", err)
+		}
+		tempDelay = 0
+		p.accept(nc, persona)
+	}
+}
+
+// accept starts serving nc, unless the proxy is closing.
+func (p *Proxy) accept(nc net.Conn, persona Persona) {
+	cc := newClientConn(p, nc, persona)
+	p.mu.Lock()
+	if p.closed || p.draining {
+		p.mu.Unlock()
+		nc.Close()
+		return
+	}
+	if len(p.conns) >= p.cfg.MaxClientConns {
+		cc.refuse = true
+		p.stats.refusedConns.Add(1)
+	}
+	p.conns[cc] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	p.stats.acceptedConns.Add(1)
+	go func() {
+		defer p.wg.Done()
+		cc.serve()
+		p.mu.Lock()
+		delete(p.conns, cc)
+		p.mu.Unlock()
+	}()
+}
+
+// Close closes the listeners and every client connection at once (an
+// operation under way fails), and returns once the proxy's goroutines
+// have ended. It does not close the client.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	for ln := range p.listeners {
+		ln.Close()
+	}
+	for cc := range p.conns {
+		cc.nc.Close()
+	}
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	return nil
+}
+
+// Shutdown stops accepting connections, closes the client connections that
+// are between operations, lets the operations under way finish (closing
+// each connection once its reply is written), and returns once all are
+// closed. When ctx ends first, it closes the rest as Close does and returns
+// ctx's error.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.draining = true
+	for ln := range p.listeners {
+		ln.Close()
+	}
+	for cc := range p.conns {
+		cc.drain()
+	}
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		p.Close()
+		return nil
+	case <-ctx.Done():
+		p.Close()
+		return fmt.Errorf("proxy: shutdown: closed the connections still busy: %w", ctx.Err())
+	}
+}
+
+// Stats are the proxy's counters.
+type Stats struct {
+	// ClientConns is the number of client connections open now.
+	ClientConns int
+	// AcceptedConns and RefusedConns count the connections accepted in
+	// all, and those refused for MaxClientConns.
+	AcceptedConns, RefusedConns int64
+	// Operations counts the commands relayed upstream; Local those the
+	// proxy answered itself (handshakes, ping, errors of its own).
+	Operations, Local int64
+	// Queued is the number of operations waiting for a server or an
+	// upstream connection now; Overloaded counts those refused for
+	// MaxQueued, MaxLongPolls or QueueTimeout.
+	Queued     int64
+	Overloaded int64
+	// Held counts the retries of operations held through a failure of
+	// their server (see Config.ElectionHold); HeldRecovered those that
+	// then succeeded.
+	Held, HeldRecovered int64
+	// MaxTimeExpired counts the operations whose maxTimeMS ran out while
+	// they waited.
+	MaxTimeExpired int64
+	// Cursors and Pins are the cursors the proxy maps now and the
+	// transactions pinned to a mongos; LongPolls the awaitData getMores
+	// in flight.
+	Cursors, Pins, LongPolls int
+}
+
+// counters are the Stats the connections count.
+type counters struct {
+	acceptedConns, refusedConns atomic.Int64
+	operations, local           atomic.Int64
+	overloaded, maxTimeExpired  atomic.Int64
+	held, heldRecovered         atomic.Int64
+}
+
+// Stats returns the proxy's counters now.
+func (p *Proxy) Stats() Stats {
+	p.mu.Lock()
+	n := len(p.conns)
+	p.mu.Unlock()
+	return Stats{
+		ClientConns:    n,
+		AcceptedConns:  p.stats.acceptedConns.Load(),
+		RefusedConns:   p.stats.refusedConns.Load(),
+		Operations:     p.stats.operations.Load(),
+		Local:          p.stats.local.Load(),
+		Queued:         p.queued.Load(),
+		Overloaded:     p.stats.overloaded.Load(),
+		Held:           p.stats.held.Load(),
+		HeldRecovered:  p.stats.heldRecovered.Load(),
+		MaxTimeExpired: p.stats.maxTimeExpired.Load(),
+		Cursors:        p.cursors.len(),
+		Pins:           p.pins.len(),
+		LongPolls:      int(p.longPolls.Load()),
+	}
+}

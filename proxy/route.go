@@ -1,0 +1,588 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/pool"
+	"github.com/mongopool/mongopool/topology"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// retryKind is how an operation may be retried on another server, or the
+// same one after its failure.
+type retryKind uint8
+
+const (
+	retryNone  retryKind = iota
+	retryRead            // a retryable read
+	retryWrite           // a retryable write: a txnNumber outside a transaction
+	retryEnd             // commitTransaction or abortTransaction
+)
+
+// retryKindOf classifies req as the retryable reads and writes
+// specifications do.
+func retryKindOf(req *request) retryKind {
+	switch req.name {
+	case "commitTransaction", "abortTransaction":
+		return retryEnd
+	}
+	if req.autocommit {
+		return retryNone // within a transaction, only its end is retried
+	}
+	if req.hasTxn {
+		return retryWrite
+	}
+	switch req.name {
+	case "find", "count", "distinct", "listCollections", "listIndexes", "listDatabases":
+		return retryRead
+	case "aggregate":
+		if !req.pipelineHas("$out", false) && !req.pipelineHas("$merge", false) {
+			return retryRead
+		}
+	}
+	return retryNone
+}
+
+// readsBy reports whether req goes where its $readPreference says: the
+// commands that only read. Writes go to the primary whatever they carry.
+func readsBy(req *request) bool {
+	switch req.name {
+	case "insert", "update", "delete", "findAndModify", "create", "drop", "createIndexes", "dropIndexes",
+		"dropDatabase", "renameCollection", "bulkWrite", "mapReduce", "commitTransaction", "abortTransaction",
+		"endSessions", "killSessions":
+		return false
+	case "aggregate":
+		return !req.pipelineHas("$out", false) && !req.pipelineHas("$merge", false)
+	}
+	return !req.autocommit
+}
+
+// upstreamError is why an operation got no reply from a server.
+type upstreamError struct {
+	code   int32
+	msg    string
+	labels []string
+	retry  bool // a failure that a retry on another server (or later) may get past
+}
+
+func (e *upstreamError) Error() string { return e.msg }
+
+// command routes a command that is neither a handshake nor a cursor's.
+func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence) bool {
+	p := cc.p
+	var opt mongopool.CommandOption
+	var pinKey []byte
+	sharded := p.client.Topology().Description().Type == topology.Sharded
+	switch {
+	case sharded && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") && req.lsid != nil:
+		// The transactions specification's mongos pinning: every command
+		// of a transaction to the mongos of its first.
+		pinKey = req.lsid
+		if req.startTxn {
+			p.pins.remove(req.lsid)
+		} else if server, ok := p.pins.get(req.lsid, req.txnNumber); ok {
+			if req.name != "commitTransaction" && req.name != "abortTransaction" || p.available(server) {
+				opt = mongopool.WithServer(server)
+			} else {
+				// The pinned mongos is gone: another one recovers the
+				// commit's outcome with the recoveryToken.
+				p.pins.remove(req.lsid)
+			}
+		}
+	case req.lsid != nil && p.pins.len() > 0 && !req.autocommit:
+		p.pins.remove(req.lsid) // a command outside the transaction unpins its session
+	}
+	if opt == nil && req.readPref != nil && readsBy(req) {
+		rp, err := parseReadPref(req.readPref)
+		if err != nil {
+			p.stats.local.Add(1)
+			return cc.reply(ex, errorReply(cc.dbuf, codeFailedToParse, "proxy: $readPreference: "+err.Error()))
+		}
+		if rp.Mode != topology.ModePrimary {
+			opt = mongopool.WithReadPreference(rp)
+		}
+	}
+	reply, server, err := cc.forward(ex, req, seqs, opt, retryKindOf(req))
+	if ex.moreToCome {
+		return true
+	}
+	if err != nil {
+		return cc.reply(ex, cc.failureReply(req, err))
+	}
+	if pinKey != nil {
+		switch {
+		case hasLabel(reply, labelTransientTxn):
+			p.pins.remove(pinKey)
+		case req.startTxn:
+			p.pins.put(pinKey, req.txnNumber, server)
+		}
+	}
+	if req.name == "endSessions" {
+		cc.unpinSessions(req)
+	}
+	if off := cursorIDOffset(reply); off != 0 {
+		if id := getInt64(reply, off); id != 0 {
+			longPoll := req.tailable && req.await || req.name == "aggregate" && req.pipelineHas("$changeStream", true)
+			putInt64(reply, off, p.cursors.add(server, id, longPoll))
+		}
+	}
+	return cc.reply(ex, cc.relay(reply))
+}
+
+// unpinSessions forgets the pins of the sessions an endSessions ends.
+func (cc *clientConn) unpinSessions(req *request) {
+	v, err := req.body.LookupErr("endSessions")
+	if err != nil {
+		return
+	}
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		if d, ok := v.DocumentOK(); ok {
+			cc.p.pins.remove(d)
+		}
+	}
+}
+
+// available reports whether the server at address is known and not
+// Unknown.
+func (p *Proxy) available(address string) bool {
+	sd, ok := p.client.Topology().Description().Server(address)
+	return ok && sd.Type != topology.ServerUnknown
+}
+
+// getMore routes a getMore to the server of its cursor, with the server's
+// cursor id in place of the proxy's, and the proxy's in the reply.
+func (cc *clientConn) getMore(ex exchangeOf, req *request, seqs []wire.Sequence) bool {
+	p := cc.p
+	if req.firstType != bsoncore.TypeInt64 {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeTypeMismatch, "Field 'getMore' must be of type long"))
+	}
+	id := getInt64(req.body, req.firstOff)
+	c, ok := p.cursors.get(id)
+	if !ok {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeCursorNotFound, fmt.Sprintf("cursor id %d not found", id)))
+	}
+	if c.longPoll {
+		if p.longPolls.Add(1) > int64(p.cfg.MaxLongPolls) {
+			p.longPolls.Add(-1)
+			p.stats.local.Add(1)
+			p.stats.overloaded.Add(1)
+			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many awaitData getMores in flight (the most is %d); retry later", p.cfg.MaxLongPolls), labelSystemOverloaded, labelRetryable))
+		}
+		defer p.longPolls.Add(-1)
+	}
+	putInt64(req.body, req.firstOff, c.id)
+	reply, _, err := cc.forward(ex, req, seqs, mongopool.WithServer(c.server), retryNone)
+	if ex.moreToCome {
+		return true
+	}
+	if err != nil {
+		return cc.reply(ex, cc.failureReply(req, err))
+	}
+	if off := cursorIDOffset(reply); off != 0 {
+		if getInt64(reply, off) == 0 {
+			p.cursors.remove(id)
+		} else {
+			putInt64(reply, off, id)
+		}
+	} else if code := replyCode(reply); code == codeCursorNotFound || code == 237 /* CursorKilled */ || code == 175 /* QueryPlanKilled */ {
+		p.cursors.remove(id)
+	}
+	return cc.reply(ex, cc.relay(reply))
+}
+
+// killCursors sends each id to the server of its cursor (one killCursors
+// per server), and answers with the proxy's ids.
+func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
+	p := cc.p
+	coll, _ := bson.Raw(req.body).Lookup("killCursors").StringValueOK()
+	arr, ok := bson.Raw(req.body).Lookup("cursors").ArrayOK()
+	if !ok {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeFailedToParse, "killCursors: the cursors field must be an array of cursor ids"))
+	}
+	vals, _ := arr.Values()
+	type group struct {
+		real, proxy []int64
+	}
+	groups := map[string]*group{}
+	var order []string
+	var killed, notFound, alive, unknown []int64
+	for _, v := range vals {
+		id, ok := v.Int64OK()
+		if !ok {
+			p.stats.local.Add(1)
+			return cc.reply(ex, errorReply(cc.dbuf, codeTypeMismatch, "killCursors: each cursor id must be of type long"))
+		}
+		c, ok := p.cursors.get(id)
+		if !ok {
+			notFound = append(notFound, id)
+			continue
+		}
+		g := groups[c.server]
+		if g == nil {
+			g = &group{}
+			groups[c.server] = g
+			order = append(order, c.server)
+		}
+		g.real, g.proxy = append(g.real, c.id), append(g.proxy, id)
+	}
+	for _, server := range order {
+		g := groups[server]
+		idx, doc := bsoncore.AppendDocumentStart(nil)
+		doc = bsoncore.AppendStringElement(doc, "killCursors", coll)
+		aidx, a := bsoncore.AppendArrayElementStart(doc, "cursors")
+		for i, id := range g.real {
+			a = bsoncore.AppendInt64Element(a, arrayKey(i), id)
+		}
+		doc, _ = bsoncore.AppendArrayEnd(a, aidx)
+		doc = bsoncore.AppendStringElement(doc, "$db", string(req.db))
+		if req.lsid != nil {
+			doc = bsoncore.AppendDocumentElement(doc, "lsid", req.lsid)
+		}
+		doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+		sub := &request{body: doc, name: "killCursors"}
+		reply, _, err := cc.forward(exchangeOf{received: ex.received}, sub, nil, mongopool.WithServer(server), retryNone)
+		for i, id := range g.proxy {
+			p.cursors.remove(id)
+			switch {
+			case err != nil || replyCode(reply) != 0:
+				unknown = append(unknown, id)
+			case containsID(reply, "cursorsKilled", g.real[i]):
+				killed = append(killed, id)
+			case containsID(reply, "cursorsNotFound", g.real[i]):
+				notFound = append(notFound, id)
+			case containsID(reply, "cursorsAlive", g.real[i]):
+				alive = append(alive, id)
+			default:
+				unknown = append(unknown, id)
+			}
+		}
+	}
+	if ex.moreToCome {
+		return true
+	}
+	idx, doc := bsoncore.AppendDocumentStart(cc.dbuf[:0])
+	for _, f := range []struct {
+		name string
+		ids  []int64
+	}{{"cursorsKilled", killed}, {"cursorsNotFound", notFound}, {"cursorsAlive", alive}, {"cursorsUnknown", unknown}} {
+		aidx, a := bsoncore.AppendArrayElementStart(doc, f.name)
+		for i, id := range f.ids {
+			a = bsoncore.AppendInt64Element(a, arrayKey(i), id)
+		}
+		doc, _ = bsoncore.AppendArrayEnd(a, aidx)
+	}
+	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	cc.dbuf = doc
+	return cc.reply(ex, doc)
+}
+
+func containsID(reply bson.Raw, field string, id int64) bool {
+	arr, ok := reply.Lookup(field).ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		if n, ok := v.Int64OK(); ok && n == id {
+			return true
+		}
+	}
+	return false
+}
+
+// forward sends req to a server (opt selects it; the primary without),
+// holding and retrying it through a failure of its server as kind allows,
+// within Config.ElectionHold. It returns the reply and the server's
+// address, or why no server replied.
+func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption, kind retryKind) (bson.Raw, string, error) {
+	p := cc.p
+	p.stats.operations.Add(1)
+	holdUntil := ex.received.Add(p.cfg.ElectionHold)
+	if ex.moreToCome || p.cfg.ElectionHold < 0 {
+		kind = retryNone
+	}
+	for attempt := 0; ; attempt++ {
+		reply, server, err := cc.exchange(ex, req, seqs, opt)
+		if kind == retryNone || !retryable(kind, reply, err) || attempt >= maxHeldAttempts || !time.Now().Before(holdUntil) {
+			if attempt > 0 && err == nil && !retryable(kind, reply, nil) {
+				p.stats.heldRecovered.Add(1)
+			}
+			return reply, server, err
+		}
+		p.stats.held.Add(1)
+		p.log.Debug("proxy: holding an operation through a failure of its server", "conn", cc.id, "command", req.name, "server", server, "attempt", attempt+1, "error", errOrReply(err, reply))
+		// The failure marked the server Unknown: the next selection waits
+		// for the deployment's new primary. The pause keeps a server that
+		// fails fast from being hammered.
+		t := time.NewTimer(min(10*time.Millisecond<<attempt, 500*time.Millisecond))
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return reply, server, err
+		}
+	}
+}
+
+// maxHeldAttempts bounds the retries of one held operation.
+const maxHeldAttempts = 30
+
+func errOrReply(err error, reply bson.Raw) string {
+	if err != nil {
+		return err.Error()
+	}
+	if wireErr := wire.CheckReply(reply); wireErr != nil {
+		return wireErr.Error()
+	}
+	return ""
+}
+
+// exchange is one attempt: a server and a connection for req, within the
+// queue's bounds, and its round trip.
+func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption) (reply bson.Raw, server string, err error) {
+	p := cc.p
+	if p.queued.Add(1) > int64(p.cfg.MaxQueued) {
+		p.queued.Add(-1)
+		p.stats.overloaded.Add(1)
+		return nil, "", &upstreamError{code: codeOverloaded, labels: overloadLabels,
+			msg: fmt.Sprintf("proxy: too many operations waiting for a connection (the most is %d); retry later", p.cfg.MaxQueued)}
+	}
+	queued := true
+	deadline := time.Now().Add(p.cfg.QueueTimeout)
+	byMaxTime := false
+	if req.maxTimeOff != 0 && req.maxTimeMS > 0 {
+		if d := ex.received.Add(time.Duration(req.maxTimeMS) * time.Millisecond); d.Before(deadline) {
+			deadline, byMaxTime = d, true
+		}
+	}
+	qctx, cancel := context.WithDeadline(p.ctx, deadline)
+	defer cancel()
+	expired := false
+	fn := func(conn *connection.Conn) error {
+		p.queued.Add(-1)
+		queued = false
+		server = conn.Address()
+		if req.maxTimeOff != 0 && req.maxTimeMS > 0 {
+			left := req.maxTimeMS - time.Since(ex.received).Milliseconds()
+			if left <= 0 {
+				expired = true
+				return nil
+			}
+			req.setMaxTime(left)
+		}
+		if ex.moreToCome {
+			return conn.SendMsg(p.ctx, req.body, seqs)
+		}
+		var e error
+		reply, e = conn.RoundTripMsg(p.ctx, req.body, seqs)
+		return e
+	}
+	var doErr error
+	if opt != nil {
+		doErr = p.client.Do(qctx, fn, opt)
+	} else {
+		doErr = p.client.Do(qctx, fn)
+	}
+	if queued {
+		p.queued.Add(-1)
+	}
+	switch {
+	case reply != nil:
+		return reply, server, nil
+	case expired:
+		p.stats.maxTimeExpired.Add(1)
+		return nil, server, &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit"}
+	case doErr == nil:
+		return nil, server, nil // sent with moreToCome
+	}
+	return nil, server, p.classify(doErr, queued, byMaxTime, qctx)
+}
+
+var overloadLabels = []string{labelSystemOverloaded, labelRetryable}
+
+// classify turns an attempt's failure into the error the client gets.
+func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context) *upstreamError {
+	var wq *pool.WaitQueueTimeoutError
+	var sel *topology.SelectionError
+	switch {
+	case p.ctx.Err() != nil:
+		return &upstreamError{code: 91, msg: "proxy: the proxy is shutting down"}
+	case queued && byMaxTime && qctx.Err() != nil:
+		p.stats.maxTimeExpired.Add(1)
+		return &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit (waiting for a connection to a server)"}
+	case errors.As(err, &wq):
+		p.stats.overloaded.Add(1)
+		return &upstreamError{code: codeOverloaded, labels: overloadLabels, msg: "proxy: no connection to the server came free in time: " + err.Error()}
+	case errors.As(err, &sel) || queued && qctx.Err() != nil:
+		return &upstreamError{code: codeFailedToSatisfyReadPref, retry: true, msg: "proxy: " + err.Error()}
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return &upstreamError{code: codeNetworkTimeout, retry: true, msg: "proxy: " + err.Error()}
+	}
+	return &upstreamError{code: codeHostUnreachable, retry: true, msg: "proxy: " + err.Error()}
+}
+
+// retryableCodes are the codes of errors a retryable read or write is
+// retried on (the retryable reads and writes specifications).
+var retryableCodes = map[int32]bool{
+	6: true, 7: true, 89: true, 91: true, 134: true, 189: true, 262: true, 9001: true,
+	10107: true, 11600: true, 11602: true, 13435: true, 13436: true,
+}
+
+// retryable reports whether an attempt's outcome is one the operation is
+// retried on.
+func retryable(kind retryKind, reply bson.Raw, err error) bool {
+	if err != nil {
+		var ue *upstreamError
+		return errors.As(err, &ue) && ue.retry
+	}
+	if reply == nil {
+		return false
+	}
+	if code := replyCode(reply); code != 0 {
+		if kind == retryRead && code == 134 || code != 134 && retryableCodes[code] {
+			return true
+		}
+		return kind != retryRead && hasLabel(reply, labelRetryableWrite)
+	}
+	if kind == retryRead {
+		return false
+	}
+	if hasLabel(reply, labelRetryableWrite) {
+		return true
+	}
+	if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
+		if code, ok := wce.Lookup("code").AsInt64OK(); ok && retryableCodes[int32(code)] && code != 134 {
+			return true
+		}
+	}
+	return false
+}
+
+// replyCode returns the code of an error reply (ok: 0), 0 for a success.
+func replyCode(reply bson.Raw) int32 {
+	if ok, err := reply.LookupErr("ok"); err == nil {
+		if n, isNum := ok.AsFloat64OK(); isNum && n == 1 {
+			return 0
+		}
+		if b, isBool := ok.BooleanOK(); isBool && b {
+			return 0
+		}
+	}
+	if code, ok := reply.Lookup("code").AsInt64OK(); ok {
+		return int32(code)
+	}
+	return 8 // UnknownError: ok: 0 without a code
+}
+
+// hasLabel reports whether reply's errorLabels include label.
+func hasLabel(reply bson.Raw, label string) bool {
+	arr, ok := reply.Lookup("errorLabels").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	for _, v := range vals {
+		if s, ok := v.StringValueOK(); ok && s == label {
+			return true
+		}
+	}
+	return false
+}
+
+// failureReply is the reply for a request no server answered: the error's
+// code and message, with the labels a driver needs to act on it.
+func (cc *clientConn) failureReply(req *request, err error) bson.Raw {
+	var ue *upstreamError
+	if !errors.As(err, &ue) {
+		ue = &upstreamError{code: codeHostUnreachable, msg: "proxy: " + err.Error(), retry: true}
+	}
+	labels := ue.labels
+	if ue.retry {
+		switch kind := retryKindOf(req); {
+		case req.name == "commitTransaction":
+			labels = append(labels[:len(labels):len(labels)], labelUnknownCommit)
+		case req.autocommit:
+			labels = append(labels[:len(labels):len(labels)], labelTransientTxn)
+		case kind == retryWrite:
+			labels = append(labels[:len(labels):len(labels)], labelRetryableWrite)
+		}
+	}
+	return cc.relay(errorReply(cc.dbuf, ue.code, ue.msg, labels...))
+}
+
+// relay returns the reply a client gets for reply: reply itself, but for a
+// state change error (not writable primary, node is recovering, a
+// shutdown), which gets the proxy's own topologyVersion in place of the
+// server's. The proxy's state has not changed: its hello says the same.
+// With the version the client already has from the proxy's hello, the
+// driver takes the error as stale (the SDAM specification's isStaleError)
+// and neither marks the proxy Unknown nor clears its pool to it, while
+// the operation's own error handling (its retry on the code or the
+// RetryableWriteError label) goes on as for any error.
+func (cc *clientConn) relay(reply bson.Raw) bson.Raw {
+	code := replyCode(reply)
+	if code == 0 {
+		if wce, ok := reply.Lookup("writeConcernError").DocumentOK(); ok {
+			if c, ok := wce.Lookup("code").AsInt64OK(); ok {
+				code = int32(c)
+			}
+		}
+	}
+	if !stateChange(code) {
+		return reply
+	}
+	p := cc.p
+	p.mu.Lock()
+	var counter int64
+	if p.persona != nil {
+		counter = p.persona.counter
+	}
+	p.mu.Unlock()
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	elems, _ := reply.Elements()
+	for _, e := range elems {
+		if e.Key() != "topologyVersion" {
+			doc = append(doc, e...)
+		}
+	}
+	tidx, d := bsoncore.AppendDocumentElementStart(doc, "topologyVersion")
+	d = bsoncore.AppendObjectIDElement(d, "processId", p.processID)
+	d = bsoncore.AppendInt64Element(d, "counter", counter)
+	doc, _ = bsoncore.AppendDocumentEnd(d, tidx)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	return doc
+}
+
+// stateChange reports whether code is a state change error's (the SDAM
+// specification's recovering and not writable primary codes).
+func stateChange(code int32) bool {
+	switch code {
+	case 11600, 11602, 13436, 189, 91, 10107, 13435, 10058:
+		return true
+	}
+	return false
+}
+
+// newCursorID returns a random positive cursor id.
+func newCursorID() int64 { return rand.Int64N(1<<63-1) + 1 }
