@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// startCommand runs the command with args until the test ends, and
+// returns the addresses it prints, in order.
+func startCommand(t *testing.T, args ...string) (mongos []string, lb []string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := run(ctx, args, pw, io.Discard)
+		pw.Close()
+		done <- code
+	}()
+	t.Cleanup(func() {
+		cancel()
+		go io.Copy(io.Discard, pr)
+		select {
+		case code := <-done:
+			if code != 0 {
+				t.Errorf("the command exited with %d, want 0", code)
+			}
+		case <-time.After(40 * time.Second):
+			t.Error("the command did not stop within 40 s of its context's end")
+		}
+	})
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	want := 0
+	for _, a := range args {
+		if a == "-listen" || a == "-listen-lb" {
+			want++
+		}
+	}
+	if want == 0 {
+		want = 1
+	}
+	deadline := time.After(30 * time.Second)
+	for len(mongos)+len(lb) < want {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("the command ended before listening")
+			}
+			if addr, ok := strings.CutPrefix(line, "listening on "); ok {
+				if a, isLB := strings.CutSuffix(addr, " (load balancer)"); isLB {
+					lb = append(lb, a)
+				} else {
+					mongos = append(mongos, addr)
+				}
+			}
+		case <-deadline:
+			t.Fatal("the command printed no listening address within 30 s")
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return mongos, lb
+}
+
+func TestRunWithoutUpstreamServesATestReplicaSet(t *testing.T) {
+	mongos, lb := startCommand(t, "-listen", "127.0.0.1:0", "-listen-lb", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, uri := range []string{"mongodb://" + mongos[0] + "/", "mongodb://" + lb[0] + "/?loadBalanced=true"} {
+		c, err := mongo.Connect(options.Client().ApplyURI(uri))
+		if err != nil {
+			t.Fatal(err)
+		}
+		coll := c.Database("demo").Collection("things")
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "uri", Value: uri}}); err != nil {
+			t.Fatalf("insert through %s: %v", uri, err)
+		}
+		n, err := coll.CountDocuments(ctx, bson.D{{Key: "uri", Value: uri}})
+		if err != nil || n != 1 {
+			t.Fatalf("count through %s = %d, %v; want 1", uri, n, err)
+		}
+		c.Disconnect(ctx)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-max-pool-size", "-1"},
+		{"-log-level", "loud"},
+		{"extra"},
+		{"-compressors", "lz4", "-listen", "127.0.0.1:0"},
+	} {
+		var stderr strings.Builder
+		code := run(context.Background(), args, io.Discard, &stderr)
+		if code == 0 {
+			t.Errorf("%q: exit 0, want an error", args)
+		}
+		if !strings.Contains(stderr.String(), "mongopool-proxy") {
+			t.Errorf("%q: stderr %q does not say what failed", args, stderr.String())
+		}
+	}
+}
+
+func TestRedactURI(t *testing.T) {
+	for in, want := range map[string]string{
+		"mongodb://u:secret@h:1/?x=1": "mongodb://u:xxxxx@h:1/?x=1",
+		"mongodb://h:1/":              "mongodb://h:1/",
+		"mongodb://u@h:1/":            "mongodb://u@h:1/",
+	} {
+		if got := redactURI(in); got != want {
+			t.Errorf("redactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
