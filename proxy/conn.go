@@ -230,15 +230,17 @@ func (cc *clientConn) reply(ex exchangeOf, body bson.Raw) bool {
 	if ex.moreToCome {
 		return true
 	}
-	return cc.writeMsg(ex, 0, body)
+	_, ok := cc.writeMsg(ex, 0, body)
+	return ok
 }
 
-// writeMsg writes body in an OP_MSG with flags.
-func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) bool {
-	out, err := wire.AppendMsg(cc.wbuf[:0], wire.NextRequestID(), ex.responseTo, &wire.Msg{Flags: flags, Body: body})
+// writeMsg writes body in an OP_MSG with flags, and returns its requestID.
+func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (int32, bool) {
+	requestID := wire.NextRequestID()
+	out, err := wire.AppendMsg(cc.wbuf[:0], requestID, ex.responseTo, &wire.Msg{Flags: flags, Body: body})
 	if err != nil {
 		cc.p.log.Warn("proxy: a reply could not be encoded", "conn", cc.id, "error", err)
-		return false
+		return 0, false
 	}
 	cc.wbuf = out
 	if ex.comp != wire.CompressorNoop {
@@ -256,9 +258,9 @@ func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) bo
 	}
 	if err != nil {
 		cc.p.log.Debug("proxy: writing a reply failed", "conn", cc.id, "error", err)
-		return false
+		return 0, false
 	}
-	return true
+	return requestID, true
 }
 
 // hello answers a handshake or a monitoring check: legacy for isMaster and
@@ -304,12 +306,15 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 		return cc.answer(ex, opQuery, cc.appendHello(cc.dbuf[:0], h, st))
 	}
 	// The streaming protocol: a reply with moreToCome, then another each
-	// maxAwaitTimeMS or at a change, until the client hangs up.
+	// maxAwaitTimeMS or at a change, each answering the one before, until
+	// the client hangs up.
 	for {
 		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st)
-		if !cc.writeMsg(ex, wire.MoreToCome, cc.dbuf) {
+		id, ok := cc.writeMsg(ex, wire.MoreToCome, cc.dbuf)
+		if !ok {
 			return false
 		}
+		ex.responseTo = id
 		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
 			return false
 		}

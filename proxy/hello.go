@@ -189,7 +189,7 @@ func (cc *clientConn) appendHello(dst []byte, h helloRequest, st *helloState) []
 	doc = bsoncore.AppendInt32Element(doc, "minWireVersion", st.minWire)
 	doc = bsoncore.AppendInt32Element(doc, "maxWireVersion", st.maxWire)
 	doc = bsoncore.AppendBooleanElement(doc, "readOnly", false)
-	if cc.compressor != 0 && h.hasClient {
+	if cc.compressor != 0 && len(h.compression) > 0 {
 		aidx, arr := bsoncore.AppendArrayElementStart(doc, "compression")
 		arr = bsoncore.AppendStringElement(arr, "0", cc.compressor.String())
 		doc, _ = bsoncore.AppendArrayEnd(arr, aidx)

@@ -1,0 +1,284 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/proxy"
+)
+
+// slowFind is a find that holds its upstream connection for ms
+// milliseconds (the test server runs $where's JavaScript, on the one
+// document of the collection "slow" that holdConnection makes).
+func slowFind(t testing.TB, ms int) bson.Raw {
+	return mustMarshal(t, bson.D{{Key: "find", Value: "slow"}, {Key: "filter", Value: bson.D{{Key: "$where", Value: "sleep(" + strconv.Itoa(ms) + "); return true"}}}, {Key: "$db", Value: "db"}})
+}
+
+// holdConnection starts a slow find through addr and returns once the
+// proxy has it upstream (its queue is empty again with the operation
+// counted), and a function that waits for its reply.
+func holdConnection(t *testing.T, p *proxy.Proxy, addr string, ms int) func() bson.Raw {
+	t.Helper()
+	raw := dialRaw(t, addr)
+	raw.roundTrip(mustMarshal(t, bson.D{{Key: "update", Value: "slow"}, {Key: "updates", Value: bson.A{bson.D{{Key: "q", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "u", Value: bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "upsert", Value: true}}}}, {Key: "$db", Value: "db"}}))
+	before := p.Stats().Operations
+	id := raw.send(slowFind(t, ms), 0, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for st := p.Stats(); st.Operations == before || st.Queued != 0; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the slow find never left the queue: %+v", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return func() bson.Raw {
+		h, _, body, _ := raw.read()
+		if h.ResponseTo != id {
+			t.Fatalf("reply answers %d, not %d", h.ResponseTo, id)
+		}
+		return body
+	}
+}
+
+func TestQueueBoundAnswersOverloaded(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI()+"&maxPoolSize=1", proxy.Mongos, proxy.Config{MaxQueued: 1})
+	done := holdConnection(t, p, addr, 400)
+	// One operation may wait; the next is refused at once.
+	waiter := dialRaw(t, addr)
+	wid := waiter.send(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}}), 0, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Queued != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second operation never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	refused := dialRaw(t, addr).roundTrip(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}}))
+	if refused.Lookup("code").Int32() != 462 || !hasLabels(refused, "SystemOverloadedError", "RetryableError") {
+		t.Fatalf("beyond the queue bound: %v, want code 462 with SystemOverloadedError and RetryableError", refused)
+	}
+	if ok := done().Lookup("ok").Double(); ok != 1 {
+		t.Fatal("the slow find failed")
+	}
+	h, _, body, _ := waiter.read()
+	if h.ResponseTo != wid || body.Lookup("ok").Double() != 1 {
+		t.Fatalf("the queued count: %v", body)
+	}
+	if st := p.Stats(); st.Overloaded != 1 || st.Queued != 0 {
+		t.Fatalf("stats %+v: want 1 overloaded, 0 queued", st)
+	}
+}
+
+func hasLabels(reply bson.Raw, labels ...string) bool {
+	arr, ok := reply.Lookup("errorLabels").ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, _ := arr.Values()
+	for _, l := range labels {
+		found := false
+		for _, v := range vals {
+			if v.StringValue() == l {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func TestMaxTimeMSReducedByTheWait(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI()+"&maxPoolSize=1", proxy.Mongos, proxy.Config{})
+	done := holdConnection(t, p, addr, 500)
+	// maxTimeMS 100 runs out in the queue: MaxTimeMSExpired, without the
+	// command reaching the server.
+	reply := dialRaw(t, addr).roundTrip(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "maxTimeMS", Value: 100}, {Key: "$db", Value: "db"}}))
+	if reply.Lookup("code").Int32() != 50 {
+		t.Fatalf("maxTimeMS 100 behind a 500 ms operation: %v, want MaxTimeMSExpired (50)", reply)
+	}
+	done()
+	if n := rs.Primary().Stats().Commands["count"]; n != 0 {
+		t.Fatalf("the server got %d counts", n)
+	}
+	// A maxTimeMS that outlasts the wait reaches the server reduced by
+	// it: 400 ms, after 300 ms in the queue, is too short for a 250 ms
+	// find on the server.
+	done = holdConnection(t, p, addr, 300)
+	find := bson.D{}
+	if err := bson.Unmarshal(slowFind(t, 250), &find); err != nil {
+		t.Fatal(err)
+	}
+	reply = dialRaw(t, addr).roundTrip(mustMarshal(t, append(find, bson.E{Key: "maxTimeMS", Value: int64(400)})))
+	if reply.Lookup("code").Int32() != 50 {
+		t.Fatalf("a 250 ms find with maxTimeMS 400 after 300 ms in the queue: %v, want the server's MaxTimeMSExpired", reply)
+	}
+	done()
+	if st := p.Stats(); st.MaxTimeExpired != 1 {
+		t.Fatalf("stats %+v: want 1 MaxTimeExpired (the proxy's own)", st)
+	}
+}
+
+func TestQueueTimeoutAnswersOverloaded(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI()+"&maxPoolSize=1", proxy.Mongos, proxy.Config{QueueTimeout: 100 * time.Millisecond})
+	done := holdConnection(t, p, addr, 600)
+	reply := dialRaw(t, addr).roundTrip(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}}))
+	if reply.Lookup("code").Int32() != 462 || !hasLabels(reply, "SystemOverloadedError", "RetryableError") {
+		t.Fatalf("a wait past QueueTimeout: %v, want code 462 with the overload labels", reply)
+	}
+	done()
+}
+
+func TestClientConnectionCap(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{MaxClientConns: 2})
+	hello := mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}})
+	a, b := dialRaw(t, addr), dialRaw(t, addr)
+	a.roundTrip(hello)
+	b.roundTrip(hello)
+	c := dialRaw(t, addr)
+	reply := c.roundTrip(hello)
+	if reply.Lookup("code").Int32() != 462 || !hasLabels(reply, "SystemOverloadedError", "RetryableError") {
+		t.Fatalf("a third connection with MaxClientConns 2: %v, want an overload error", reply)
+	}
+	if _, err := c.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the refused connection stays open: %v", err)
+	}
+	if st := p.Stats(); st.RefusedConns != 1 {
+		t.Fatalf("stats %+v: want 1 refused", st)
+	}
+	// Once one closes, a new connection is served.
+	a.nc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().ClientConns > 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed connection is still counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if dialRaw(t, addr).roundTrip(hello).Lookup("ok").Double() != 1 {
+		t.Fatal("a connection under the cap was refused")
+	}
+}
+
+func TestHostileMessagesCloseTheConnection(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{})
+	header := func(length int32, opcode int32) []byte {
+		b := binary.LittleEndian.AppendUint32(nil, uint32(length))
+		b = binary.LittleEndian.AppendUint32(b, 1)
+		b = binary.LittleEndian.AppendUint32(b, 0)
+		return binary.LittleEndian.AppendUint32(b, uint32(opcode))
+	}
+	for name, msg := range map[string][]byte{
+		"2 GiB length":     header(1<<31-1, 2013),
+		"negative length":  header(-5, 2013),
+		"length below 16":  header(3, 2013),
+		"unknown opcode":   header(16, 9999),
+		"invalid BSON":     append(header(16+4+1+5, 2013), 0, 0, 0, 0, 0, 9, 0, 0, 0, 0),
+		"truncated OP_MSG": append(header(16+4, 2013), 0, 0, 0, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := dialRaw(t, addr)
+			if _, err := c.nc.Write(msg); err != nil {
+				t.Fatal(err)
+			}
+			c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := c.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+				t.Fatalf("read %d bytes, %v: want the connection closed", n, err)
+			}
+		})
+	}
+	// Others are unaffected.
+	if dialRaw(t, addr).roundTrip(mustMarshal(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})).Lookup("ok").Double() != 1 {
+		t.Fatal("ping failed after the hostile clients")
+	}
+	if st := p.Stats(); st.Operations != 0 {
+		t.Fatalf("hostile messages reached the server: %+v", st)
+	}
+}
+
+func TestHalfAMessageHoldsNoUpstreamConnection(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI()+"&maxPoolSize=1", proxy.Mongos, proxy.Config{})
+	stalled := dialRaw(t, addr)
+	msg := mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}})
+	full := binary.LittleEndian.AppendUint32(nil, uint32(16+5+len(msg)))
+	full = append(full, 1, 0, 0, 0, 0, 0, 0, 0, 0xdd, 7, 0, 0, 0, 0, 0, 0, 0)
+	full = append(full, msg...)
+	if _, err := stalled.nc.Write(full[:len(full)/2]); err != nil {
+		t.Fatal(err)
+	}
+	// With the only upstream connection's client stalled mid-request,
+	// others still get served.
+	for range 3 {
+		if dialRaw(t, addr).roundTrip(msg).Lookup("ok").Double() != 1 {
+			t.Fatal("count failed while a client stalls")
+		}
+	}
+	if _, err := stalled.nc.Write(full[len(full)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	_, _, body, _ := stalled.read()
+	if body.Lookup("ok").Double() != 1 {
+		t.Fatalf("the stalled client's count: %v", body)
+	}
+	_ = p
+}
+
+func TestStateChangeErrorsDoNotMarkTheProxyUnknown(t *testing.T) {
+	rs := startReplicaSet(t, 2)
+	_, addr := startProxy(t, rs.URI()+"&heartbeatFrequencyMS=500", proxy.Mongos, proxy.Config{ElectionHold: -1})
+	var mu sync.Mutex
+	var unknown []string
+	monitor := &event.ServerMonitor{ServerDescriptionChanged: func(e *event.ServerDescriptionChangedEvent) {
+		if e.PreviousDescription.Kind != "" && e.NewDescription.Kind == "Unknown" {
+			mu.Lock()
+			unknown = append(unknown, e.Address.String())
+			mu.Unlock()
+		}
+	}}
+	ctx := testContext(t)
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?retryWrites=false").SetServerMonitor(monitor).SetServerSelectionTimeout(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	coll := c.Database("db").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []int32{10107, 91, 11600} {
+		if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"insert"}, ErrorCode: code, Times: 1}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = coll.InsertOne(ctx, bson.D{})
+		var se mongo.ServerError
+		if !errors.As(err, &se) || !se.HasErrorCode(int(code)) {
+			t.Fatalf("an insert failing with %d, not held: %v, want the error relayed", code, err)
+		}
+	}
+	if _, err := coll.InsertOne(ctx, bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(unknown) != 0 {
+		t.Fatalf("the driver marked the proxy Unknown: %v", unknown)
+	}
+}
