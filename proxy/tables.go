@@ -34,7 +34,8 @@ type cursorShard struct {
 	mu     sync.Mutex // protects following fields
 	cur    map[int64]cursorEntry
 	old    map[int64]cursorEntry
-	turned time.Time
+	turned time.Time // when cur began
+	last   time.Time // the shard's last use
 }
 
 func newCursorTable(timeout time.Duration) *cursorTable {
@@ -42,7 +43,7 @@ func newCursorTable(timeout time.Duration) *cursorTable {
 	now := time.Now()
 	for i := range t.shards {
 		t.shards[i].cur = map[int64]cursorEntry{}
-		t.shards[i].turned = now
+		t.shards[i].turned, t.shards[i].last = now, now
 	}
 	return t
 }
@@ -52,11 +53,20 @@ func (t *cursorTable) shard(id int64) *cursorShard {
 }
 
 // turnLocked starts a new generation when the current one is a timeout
-// old: the old one's entries, unused for that long, are dropped.
+// old: the old one's entries, unused for that long, are dropped; all of
+// them when the shard was not used for a timeout.
 func (s *cursorShard) turnLocked(timeout time.Duration) {
-	if now := time.Now(); now.Sub(s.turned) >= timeout {
+	now := time.Now()
+	switch {
+	case now.Sub(s.last) >= timeout:
+		if len(s.cur)+len(s.old) > 0 {
+			s.cur, s.old = map[int64]cursorEntry{}, nil
+		}
+		s.turned = now
+	case now.Sub(s.turned) >= timeout:
 		s.old, s.cur, s.turned = s.cur, make(map[int64]cursorEntry, len(s.cur)/2), now
 	}
+	s.last = now
 }
 
 // add maps a new proxy id to the cursor id of server, and returns it.
@@ -132,17 +142,28 @@ type pinTable struct {
 	mu     sync.Mutex // protects following fields
 	cur    map[string]pin
 	old    map[string]pin
-	turned time.Time
+	turned time.Time // when cur began
+	last   time.Time // the table's last use
 }
 
 func newPinTable() *pinTable {
-	return &pinTable{cur: map[string]pin{}, turned: time.Now()}
+	now := time.Now()
+	return &pinTable{cur: map[string]pin{}, turned: now, last: now}
 }
 
+// turnLocked is cursorShard.turnLocked's for pins.
 func (t *pinTable) turnLocked() {
-	if now := time.Now(); now.Sub(t.turned) >= pinLifetime {
+	now := time.Now()
+	switch {
+	case now.Sub(t.last) >= pinLifetime:
+		if len(t.cur)+len(t.old) > 0 {
+			t.cur, t.old = map[string]pin{}, nil
+		}
+		t.turned = now
+	case now.Sub(t.turned) >= pinLifetime:
 		t.old, t.cur, t.turned = t.cur, map[string]pin{}, now
 	}
+	t.last = now
 }
 
 func (t *pinTable) put(lsid []byte, txnNumber int64, server string) {
