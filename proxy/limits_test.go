@@ -282,3 +282,17 @@ func TestStateChangeErrorsDoNotMarkTheProxyUnknown(t *testing.T) {
 		t.Fatalf("the driver marked the proxy Unknown: %v", unknown)
 	}
 }
+
+func TestOversizedCommandRefusedWithoutBreakingTheConnection(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	_, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{})
+	c := dialRaw(t, addr)
+	big := make([]byte, 17<<20)
+	reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "b", Value: big}}}}, {Key: "$db", Value: "db"}}))
+	if reply.Lookup("code").Int32() != 10334 {
+		t.Fatalf("a 17 MiB command: %v, want BSONObjectTooLarge (10334)", reply)
+	}
+	if c.roundTrip(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}})).Lookup("ok").Double() != 1 {
+		t.Fatal("the connection is not usable after the refusal")
+	}
+}

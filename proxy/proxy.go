@@ -202,6 +202,10 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// refuseWait is how long a connection beyond MaxClientConns may take to
+// send its first command, which gets the overload error.
+const refuseWait = 5 * time.Second
+
 // ErrClosed is returned by Serve once the proxy is shut down or closed.
 var ErrClosed = errors.New("proxy: closed")
 
@@ -265,7 +269,10 @@ func (p *Proxy) accept(nc net.Conn, persona Persona) {
 		return
 	}
 	if len(p.conns) >= p.cfg.MaxClientConns {
+		// Refused at its first command, which it has a little while to
+		// send: a connection beyond the cap holds nothing for long.
 		cc.refuse = true
+		nc.SetReadDeadline(time.Now().Add(refuseWait))
 		p.stats.refusedConns.Add(1)
 	}
 	p.conns[cc] = struct{}{}

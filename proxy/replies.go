@@ -1,18 +1,18 @@
 package proxy
 
 import (
+	"strconv"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // Codes of the errors the proxy answers itself, MongoDB's.
 const (
-	codeBadValue                      = 2
 	codeHostUnreachable               = 6
 	codeFailedToParse                 = 9
 	codeTypeMismatch                  = 14
 	codeAuthenticationFailed          = 18
-	codeCommandNotFound               = 59
 	codeCursorNotFound                = 43
 	codeMaxTimeMSExpired              = 50
 	codeNetworkTimeout                = 89
@@ -21,15 +21,15 @@ const (
 	codeClientMetadataCannotBeMutated = 186
 	codeUnsupportedOpQuery            = 352
 	codeOverloaded                    = 462 // IngressRequestRateLimitExceeded
+	codeShutdownInProgress            = 91
+	codeBSONObjectTooLarge            = 10334
 )
 
 var codeNames = map[int32]string{
-	codeBadValue:                      "BadValue",
 	codeHostUnreachable:               "HostUnreachable",
 	codeFailedToParse:                 "FailedToParse",
 	codeTypeMismatch:                  "TypeMismatch",
 	codeAuthenticationFailed:          "AuthenticationFailed",
-	codeCommandNotFound:               "CommandNotFound",
 	codeCursorNotFound:                "CursorNotFound",
 	codeMaxTimeMSExpired:              "MaxTimeMSExpired",
 	codeNetworkTimeout:                "NetworkTimeout",
@@ -38,6 +38,8 @@ var codeNames = map[int32]string{
 	codeClientMetadataCannotBeMutated: "ClientMetadataCannotBeMutated",
 	codeUnsupportedOpQuery:            "UnsupportedOpQueryCommand",
 	codeOverloaded:                    "IngressRequestRateLimitExceeded",
+	codeShutdownInProgress:            "ShutdownInProgress",
+	codeBSONObjectTooLarge:            "BSONObjectTooLarge",
 }
 
 // Error labels of the specifications.
@@ -73,7 +75,7 @@ func errorReply(dst []byte, code int32, msg string, labels ...string) bson.Raw {
 var arrayKeys = func() []string {
 	k := make([]string, 64)
 	for i := range k {
-		k[i] = itoa(i)
+		k[i] = strconv.Itoa(i)
 	}
 	return k
 }()
@@ -83,21 +85,7 @@ func arrayKey(i int) string {
 	if i < len(arrayKeys) {
 		return arrayKeys[i]
 	}
-	return itoa(i)
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b [20]byte
-	n := len(b)
-	for i > 0 {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-	}
-	return string(b[n:])
+	return strconv.Itoa(i)
 }
 
 // okReply is {ok: 1}.

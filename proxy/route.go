@@ -423,9 +423,14 @@ var overloadLabels = []string{labelSystemOverloaded, labelRetryable}
 func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context) *upstreamError {
 	var wq *pool.WaitQueueTimeoutError
 	var sel *topology.SelectionError
+	var size *wire.SizeLimitError
 	switch {
 	case p.ctx.Err() != nil:
-		return &upstreamError{code: 91, msg: "proxy: the proxy is shutting down"}
+		return &upstreamError{code: codeShutdownInProgress, msg: "proxy: the proxy is shutting down"}
+	case errors.Is(err, topology.ErrClosed):
+		return &upstreamError{code: codeShutdownInProgress, msg: "proxy: the proxy's client of the deployment is closed"}
+	case errors.As(err, &size):
+		return &upstreamError{code: codeBSONObjectTooLarge, msg: "proxy: " + err.Error()}
 	case queued && byMaxTime && qctx.Err() != nil:
 		p.stats.maxTimeExpired.Add(1)
 		return &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit (waiting for a connection to a server)"}
