@@ -42,8 +42,10 @@ type clientConn struct {
 	refuse       bool // beyond MaxClientConns: answer the first command with an error, then close
 	handshaken   bool
 	loadBalanced bool
-	compressor   wire.CompressorID // negotiated at the handshake
-	appName      string
+	compressor   wire.CompressorID           // negotiated at the handshake
+	app          atomic.Pointer[appCounters] // set at the handshake
+	opened       time.Time
+	operations   atomic.Int64
 
 	busy atomic.Bool // from a request's first byte to its reply
 
@@ -58,6 +60,7 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		id:      p.nextConnID.Add(1),
 		persona: persona,
 		br:      bufio.NewReaderSize(nc, readBufferSize),
+		opened:  time.Now(),
 		drainCh: make(chan struct{}),
 	}
 }
@@ -206,6 +209,9 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	case "saslStart", "saslContinue", "authenticate", "getnonce", "logout":
 		p.stats.local.Add(1)
 		return cc.reply(ex, errorReply(cc.dbuf, codeAuthenticationFailed, "proxy: this proxy authenticates no client (it connects to the servers with its own credentials): remove the credentials from the client's connection string"))
+	case "proxyStatus":
+		p.stats.local.Add(1)
+		return cc.proxyStatus(ex, m.Body)
 	case "getMore":
 		return cc.getMore(ex, &req, m.Sequences)
 	case "killCursors":
@@ -227,6 +233,9 @@ type exchangeOf struct {
 // request was; nothing for a request with moreToCome. It reports whether
 // the connection goes on.
 func (cc *clientConn) reply(ex exchangeOf, body bson.Raw) bool {
+	if a := cc.app.Load(); a != nil && replyCode(body) != 0 {
+		a.errors.Add(1)
+	}
 	if ex.moreToCome {
 		return true
 	}
@@ -286,7 +295,10 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 			}
 			cc.loadBalanced = true
 		}
-		cc.appName = h.appName
+		a := p.app(h.appName)
+		a.conns.Add(1)
+		a.accepted.Add(1)
+		cc.app.Store(a)
 	} else if h.hasClient {
 		return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeClientMetadataCannotBeMutated, "The client metadata document may only be sent in the first hello"))
 	}

@@ -157,9 +157,11 @@ type Proxy struct {
 	longPolls  atomic.Int64 // awaitData getMores in flight
 	stats      counters
 
-	wg sync.WaitGroup // the listeners' and the connections' goroutines
+	wg      sync.WaitGroup // the listeners' and the connections' goroutines
+	started time.Time
 
-	mu        sync.Mutex // protects following fields
+	mu        sync.Mutex              // protects following fields
+	apps      map[string]*appCounters // by application name
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	closed    bool
@@ -190,6 +192,8 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 		serviceID: bson.NewObjectID(),
 		cursors:   newCursorTable(cfg.CursorTimeout),
 		pins:      newPinTable(),
+		started:   time.Now(),
+		apps:      map[string]*appCounters{otherApps: {}},
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*clientConn]struct{}{},
 		changed:   make(chan struct{}),
@@ -282,6 +286,9 @@ func (p *Proxy) accept(nc net.Conn, persona Persona) {
 	go func() {
 		defer p.wg.Done()
 		cc.serve()
+		if a := cc.app.Load(); a != nil {
+			a.conns.Add(-1)
+		}
 		p.mu.Lock()
 		delete(p.conns, cc)
 		p.mu.Unlock()

@@ -169,3 +169,58 @@ func TestSecondaryReadsGoToSecondaries(t *testing.T) {
 		t.Fatalf("the secondaries got %d finds, want 10", secondaryFinds)
 	}
 }
+
+func TestProxyStatusCommand(t *testing.T) {
+	rs := startReplicaSet(t, 2)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{})
+	ctx := testContext(t)
+	c := driverClient(t, "mongodb://"+addr+"/?appName=orders")
+	coll := c.Database("db").Collection("c")
+	for i := range 5 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Database("db").RunCommand(ctx, bson.D{{Key: "noSuchCommand", Value: 1}}).Err(); err == nil {
+		t.Fatal("an unknown command succeeded")
+	}
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	st, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "proxyStatus", Value: 1}, {Key: "clients", Value: true}}).Raw()
+	if err != nil {
+		t.Fatalf("proxyStatus: %v", err)
+	}
+	app := st.Lookup("clients", "byAppName", "orders")
+	if app.Document().Lookup("connections").Int64() < 1 || app.Document().Lookup("operations").Int64() < 7 {
+		t.Fatalf("the orders application: %v", app)
+	}
+	list, _ := st.Lookup("clients", "list").Array().Values()
+	if len(list) != p.Stats().ClientConns {
+		t.Fatalf("%d clients listed, %d open", len(list), p.Stats().ClientConns)
+	}
+	if n := st.Lookup("pinned", "cursors").Int64(); n != 1 {
+		t.Fatalf("pinned cursors = %d, want 1", n)
+	}
+	ups, _ := st.Lookup("upstreams").Array().Values()
+	if len(ups) != 2 {
+		t.Fatalf("upstreams: %v", ups)
+	}
+	primaryTotal := int64(-1)
+	for _, u := range ups {
+		if u.Document().Lookup("type").StringValue() == "RSPrimary" {
+			primaryTotal = u.Document().Lookup("pool", "total").Int64()
+		}
+	}
+	if primaryTotal < 1 {
+		t.Fatalf("the primary's pool: %v", ups)
+	}
+	apps := p.Apps()
+	for _, a := range apps {
+		if a.AppName == "orders" && a.Errors < 1 {
+			t.Fatalf("the failed command was not counted: %+v", a)
+		}
+	}
+}

@@ -316,6 +316,10 @@ func containsID(reply bson.Raw, field string, id int64) bool {
 func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption, kind retryKind) (bson.Raw, string, error) {
 	p := cc.p
 	p.stats.operations.Add(1)
+	cc.operations.Add(1)
+	if a := cc.app.Load(); a != nil {
+		a.operations.Add(1)
+	}
 	holdUntil := ex.received.Add(p.cfg.ElectionHold)
 	if ex.moreToCome || p.cfg.ElectionHold < 0 {
 		kind = retryNone
