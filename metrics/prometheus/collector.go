@@ -30,10 +30,11 @@ type Collector struct {
 	pools []*member // in the order they were added; replaced, never modified
 }
 
-// member is one pool of a Collector.
+// member is one pool of a Collector, or a source of pools.
 type member struct {
-	pool *pool.Pool
-	name string
+	pool   *pool.Pool
+	source func() []*pool.Pool
+	name   string
 }
 
 // NewCollector returns a Collector of no pool yet. Register it once, then add
@@ -68,12 +69,34 @@ func (c *Collector) Add(p *pool.Pool, name string) error {
 	return nil
 }
 
+// AddSource collects the metrics of the pools pools returns at each scrape,
+// each under the label pool=name and its own address: the pools of a
+// mongopool.Client (its Pools method), which come and go with the
+// deployment's servers. name must be unique among the names of c.
+func (c *Collector) AddSource(name string, pools func() []*pool.Pool) error {
+	if pools == nil {
+		return errors.New("prommetrics: AddSource of a nil source")
+	}
+	if name == "" {
+		return errors.New("prommetrics: AddSource needs a name")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, o := range c.pools {
+		if o.name == name {
+			return fmt.Errorf("prommetrics: a pool named %q is already collected: give the source another name", name)
+		}
+	}
+	c.pools = append(slices.Clip(c.pools), &member{source: pools, name: name})
+	return nil
+}
+
 // Remove stops collecting p; it reports whether p was collected. Remove a
 // pool when it is closed for good, or its last values are scraped for ever.
 func (c *Collector) Remove(p *pool.Pool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := slices.IndexFunc(c.pools, func(o *member) bool { return o.pool == p })
+	i := slices.IndexFunc(c.pools, func(o *member) bool { return o.pool == p && p != nil })
 	if i < 0 {
 		return false
 	}
@@ -97,7 +120,13 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the metrics of every pool of c, from one snapshot of each.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.members() {
-		collectPool(ch, m.name, m.pool.Stats())
+		if m.source == nil {
+			collectPool(ch, m.name, m.pool.Stats())
+			continue
+		}
+		for _, p := range m.source() {
+			collectPool(ch, m.name, p.Stats())
+		}
 	}
 }
 

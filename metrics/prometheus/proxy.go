@@ -1,0 +1,81 @@
+package prommetrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mongopool/mongopool/proxy"
+)
+
+// ProxyCollector is a [prometheus.Collector] of a proxy's own metrics (its
+// upstream pools are a Collector's, with [Collector.AddSource] of its
+// client's Pools): client connections, by application name (the
+// handshake's client.application.name) where it matters, operations,
+// the wait queue, overload, held retries, pinned cursors and transactions.
+type ProxyCollector struct {
+	p *proxy.Proxy
+}
+
+// NewProxyCollector returns the collector of p's metrics.
+func NewProxyCollector(p *proxy.Proxy) *ProxyCollector { return &ProxyCollector{p: p} }
+
+var proxyDescs = struct {
+	clients, accepted, refused, appOps, appErrors, appConns              *prometheus.Desc
+	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
+	cursors, pins, longPolls                                             *prometheus.Desc
+}{
+	clients:       prometheus.NewDesc("mongopool_proxy_client_connections", "Client connections open now.", nil, nil),
+	accepted:      prometheus.NewDesc("mongopool_proxy_client_connections_accepted_total", "Client connections accepted.", nil, nil),
+	refused:       prometheus.NewDesc("mongopool_proxy_client_connections_refused_total", "Client connections refused for the cap on client connections (answered with an overload error).", nil, nil),
+	appConns:      prometheus.NewDesc("mongopool_proxy_app_connections", "Client connections open now, by the application name of their handshake (\"\" for none, and for the names beyond the first thousand).", []string{"app"}, nil),
+	appOps:        prometheus.NewDesc("mongopool_proxy_app_operations_total", "Commands relayed to a server, by application name.", []string{"app"}, nil),
+	appErrors:     prometheus.NewDesc("mongopool_proxy_app_errors_total", "Replies with ok: 0 (the proxy's or a server's), by application name.", []string{"app"}, nil),
+	operations:    prometheus.NewDesc("mongopool_proxy_operations_total", "Commands relayed to a server.", nil, nil),
+	local:         prometheus.NewDesc("mongopool_proxy_local_replies_total", "Commands the proxy answered itself: handshakes, ping, its own errors.", nil, nil),
+	queued:        prometheus.NewDesc("mongopool_proxy_queued_operations", "Operations waiting now for an upstream server and connection.", nil, nil),
+	overloaded:    prometheus.NewDesc("mongopool_proxy_overloaded_total", "Operations answered with an overload error (the wait queue's bound, its timeout, the cap on long polls or client connections).", nil, nil),
+	held:          prometheus.NewDesc("mongopool_proxy_held_retries_total", "Retries of operations held through a failure of their server (an election, a network error).", nil, nil),
+	heldRecovered: prometheus.NewDesc("mongopool_proxy_held_recovered_total", "Held operations that then succeeded: failures the clients never saw.", nil, nil),
+	maxTimed:      prometheus.NewDesc("mongopool_proxy_max_time_expired_total", "Operations whose maxTimeMS ran out while they waited in the proxy.", nil, nil),
+	cursors:       prometheus.NewDesc("mongopool_proxy_cursors", "Cursors the proxy maps to their servers now.", nil, nil),
+	pins:          prometheus.NewDesc("mongopool_proxy_pinned_transactions", "Transactions pinned to a mongos now.", nil, nil),
+	longPolls:     prometheus.NewDesc("mongopool_proxy_long_polls", "getMores of awaitData cursors (change streams, tailable cursors) in flight now.", nil, nil),
+}
+
+// Describe sends the descriptions of the proxy's metrics.
+func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	d := proxyDescs
+	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors,
+		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls} {
+		ch <- desc
+	}
+}
+
+// Collect sends the proxy's metrics now.
+func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
+	d := proxyDescs
+	st := c.p.Stats()
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(d.clients, float64(st.ClientConns))
+	counter(d.accepted, st.AcceptedConns)
+	counter(d.refused, st.RefusedConns)
+	for _, a := range c.p.Apps() {
+		gauge(d.appConns, float64(a.Connections), a.AppName)
+		counter(d.appOps, a.Operations, a.AppName)
+		counter(d.appErrors, a.Errors, a.AppName)
+	}
+	counter(d.operations, st.Operations)
+	counter(d.local, st.Local)
+	gauge(d.queued, float64(st.Queued))
+	counter(d.overloaded, st.Overloaded)
+	counter(d.held, st.Held)
+	counter(d.heldRecovered, st.HeldRecovered)
+	counter(d.maxTimed, st.MaxTimeExpired)
+	gauge(d.cursors, float64(st.Cursors))
+	gauge(d.pins, float64(st.Pins))
+	gauge(d.longPolls, float64(st.LongPolls))
+}

@@ -1,0 +1,104 @@
+package prommetrics_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongopool/mongopool"
+	prommetrics "github.com/mongopool/mongopool/metrics/prometheus"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/proxy"
+	"github.com/mongopool/mongopool/wire"
+)
+
+// A proxy's metrics, and those of its client's pools through AddSource:
+// lint-clean, and counting what a client did.
+func TestProxyCollector(t *testing.T) {
+	rs, err := mongotest.StartReplicaSet("rs0", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	client, err := mongopool.NewClient(rs.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := proxy.New(client, proxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln, proxy.Mongos)
+	defer p.Close()
+
+	nc, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	for _, cmd := range []bson.D{
+		{{Key: "hello", Value: 1}, {Key: "client", Value: bson.D{{Key: "application", Value: bson.D{{Key: "name", Value: "billing"}}}}}, {Key: "$db", Value: "admin"}},
+		{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{}}}, {Key: "$db", Value: "db"}},
+		{{Key: "noSuchCommand", Value: 1}, {Key: "$db", Value: "db"}},
+	} {
+		body, _ := bson.Marshal(cmd)
+		msg, _ := wire.AppendMsg(nil, wire.NextRequestID(), 0, &wire.Msg{Body: body})
+		if _, err := nc.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.ReadMessage(nc, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	pc := prommetrics.NewProxyCollector(p)
+	if problems, err := testutil.CollectAndLint(pc); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+	want := `
+# HELP mongopool_proxy_app_operations_total Commands relayed to a server, by application name.
+# TYPE mongopool_proxy_app_operations_total counter
+mongopool_proxy_app_operations_total{app=""} 0
+mongopool_proxy_app_operations_total{app="billing"} 2
+# HELP mongopool_proxy_app_errors_total Replies with ok: 0 (the proxy's or a server's), by application name.
+# TYPE mongopool_proxy_app_errors_total counter
+mongopool_proxy_app_errors_total{app=""} 0
+mongopool_proxy_app_errors_total{app="billing"} 1
+`
+	if err := testutil.CollectAndCompare(pc, strings.NewReader(want), "mongopool_proxy_app_operations_total", "mongopool_proxy_app_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+
+	c := prommetrics.NewCollector()
+	if err := c.AddSource("upstream", client.Pools); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddSource("upstream", client.Pools); err == nil {
+		t.Fatal("a second source of the same name was accepted")
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(client.Pools()) < 2 {
+		if ctx.Err() != nil {
+			t.Fatal("the client never made both pools")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := testutil.CollectAndCount(c, "mongopool_checkouts_total"); n != 2 {
+		t.Fatalf("%d series of mongopool_checkouts_total, want one per server (2)", n)
+	}
+}
