@@ -32,6 +32,7 @@ type flags struct {
 	compressors     string
 	shutdownTimeout time.Duration
 	logLevel        string
+	admin           string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -51,6 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus) and /dashboard/; empty: none. Keep it on loopback or a private network: it has no authentication")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -146,7 +148,28 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) er
 			lns = append(lns, listener{ln, group.persona})
 		}
 	}
+	var admin *adminServer
+	if o.admin != "" {
+		ln, err := net.Listen("tcp", o.admin)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("the admin listener: %w", err)
+		}
+		if admin, err = startAdmin(ln, client, p, log); err != nil {
+			ln.Close()
+			closeAll()
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			admin.close(ctx)
+		}()
+	}
 	fmt.Fprintf(stdout, "upstream: %s\n", redactURI(uri))
+	if admin != nil {
+		fmt.Fprintf(stdout, "admin on http://%s/ (/metrics, /dashboard/)\n", admin.ln.Addr())
+	}
 	errc := make(chan error, len(lns))
 	for _, l := range lns {
 		go func() { errc <- p.Serve(l.ln, l.persona) }()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// startCommand runs the command with args until the test ends, and
-// returns the addresses it prints, in order.
-func startCommand(t *testing.T, args ...string) (mongos []string, lb []string) {
+// startCommand runs the command with args (and an admin listener on a
+// free port) until the test ends, and returns the addresses it prints:
+// its listeners', in order, and its admin listener's.
+func startCommand(t *testing.T, args ...string) (mongos []string, lb []string, admin string) {
 	t.Helper()
+	args = append([]string{"-admin", "127.0.0.1:0"}, args...)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
@@ -55,11 +58,14 @@ func startCommand(t *testing.T, args ...string) (mongos []string, lb []string) {
 		want = 1
 	}
 	deadline := time.After(30 * time.Second)
-	for len(mongos)+len(lb) < want {
+	for len(mongos)+len(lb) < want || admin == "" {
 		select {
 		case line, ok := <-lines:
 			if !ok {
 				t.Fatalf("the command ended before listening")
+			}
+			if a, ok := strings.CutPrefix(line, "admin on http://"); ok {
+				admin, _, _ = strings.Cut(a, "/")
 			}
 			if addr, ok := strings.CutPrefix(line, "listening on "); ok {
 				if a, isLB := strings.CutSuffix(addr, " (load balancer)"); isLB {
@@ -76,11 +82,11 @@ func startCommand(t *testing.T, args ...string) (mongos []string, lb []string) {
 		for range lines {
 		}
 	}()
-	return mongos, lb
+	return mongos, lb, admin
 }
 
 func TestRunWithoutUpstreamServesATestReplicaSet(t *testing.T) {
-	mongos, lb := startCommand(t, "-listen", "127.0.0.1:0", "-listen-lb", "127.0.0.1:0")
+	mongos, lb, admin := startCommand(t, "-listen", "127.0.0.1:0", "-listen-lb", "127.0.0.1:0")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, uri := range []string{"mongodb://" + mongos[0] + "/", "mongodb://" + lb[0] + "/?loadBalanced=true"} {
@@ -98,6 +104,32 @@ func TestRunWithoutUpstreamServesATestReplicaSet(t *testing.T) {
 		}
 		c.Disconnect(ctx)
 	}
+	// The admin listener: the metrics of the proxy and of its upstream
+	// pools, and the dashboard.
+	metrics := httpGet(t, "http://"+admin+"/metrics")
+	for _, want := range []string{"mongopool_proxy_operations_total", "mongopool_proxy_app_connections", `mongopool_checkouts_total{address="127.0.0.1:`, "process_cpu_seconds_total"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+	if page := httpGet(t, "http://"+admin+"/"); !strings.Contains(page, "<html") {
+		t.Errorf("the dashboard at / (redirected): %.200s", page)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 func TestBadFlags(t *testing.T) {
@@ -108,7 +140,7 @@ func TestBadFlags(t *testing.T) {
 		{"-compressors", "lz4", "-listen", "127.0.0.1:0"},
 	} {
 		var stderr strings.Builder
-		code := run(context.Background(), args, io.Discard, &stderr)
+		code := run(context.Background(), append([]string{"-admin", ""}, args...), io.Discard, &stderr)
 		if code == 0 {
 			t.Errorf("%q: exit 0, want an error", args)
 		}
