@@ -19,12 +19,19 @@ import (
 // its listeners', in order, and its admin listener's.
 func startCommand(t *testing.T, args ...string) (mongos []string, lb []string, admin string) {
 	t.Helper()
+	return startCommandLogging(t, io.Discard, args...)
+}
+
+// startCommandLogging is startCommand with the command's log (its standard
+// error) written to stderr.
+func startCommandLogging(t *testing.T, stderr io.Writer, args ...string) (mongos []string, lb []string, admin string) {
+	t.Helper()
 	args = append([]string{"-admin", "127.0.0.1:0"}, args...)
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		code := run(ctx, args, pw, io.Discard)
+		code := run(ctx, args, pw, stderr)
 		pw.Close()
 		done <- code
 	}()
