@@ -134,7 +134,7 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	d = bsoncore.AppendInt64Element(d, "current", int64(st.ClientConns))
 	d = bsoncore.AppendInt64Element(d, "accepted", st.AcceptedConns)
 	d = bsoncore.AppendInt64Element(d, "refused", st.RefusedConns)
-	d = bsoncore.AppendInt64Element(d, "max", int64(p.cfg.MaxClientConns))
+	d = bsoncore.AppendInt64Element(d, "max", int64(p.conf().MaxClientConns))
 	aidx, a := bsoncore.AppendDocumentElementStart(d, "byAppName")
 	for _, app := range p.Apps() {
 		name := app.AppName
@@ -189,7 +189,7 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	o = bsoncore.AppendInt64Element(o, "relayed", st.Operations)
 	o = bsoncore.AppendInt64Element(o, "local", st.Local)
 	o = bsoncore.AppendInt64Element(o, "queued", st.Queued)
-	o = bsoncore.AppendInt64Element(o, "maxQueued", int64(p.cfg.MaxQueued))
+	o = bsoncore.AppendInt64Element(o, "maxQueued", int64(p.conf().MaxQueued))
 	o = bsoncore.AppendInt64Element(o, "overloaded", st.Overloaded)
 	o = bsoncore.AppendInt64Element(o, "held", st.Held)
 	o = bsoncore.AppendInt64Element(o, "heldRecovered", st.HeldRecovered)

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -44,8 +45,22 @@ type clientConn struct {
 	loadBalanced bool
 	compressor   wire.CompressorID           // negotiated at the handshake
 	app          atomic.Pointer[appCounters] // set at the handshake
-	opened       time.Time
-	operations   atomic.Int64
+
+	// up is the client whose pools serve the connection: the proxy's, or,
+	// with authentication, that of the user's upstream credential (nil
+	// until the client authenticates); identity is the user's "db.name".
+	up       *mongopool.Client
+	user     *User
+	identity string
+	sasl     *saslConv
+	// lbTxns and lbCursors are, on a load balancer listener, the
+	// transactions and cursors of the connection: when it closes, the
+	// proxy aborts the former and kills the latter, as the services behind
+	// a load balancer do (the load balancer specification).
+	lbTxns     map[string]lbTxn
+	lbCursors  map[int64]struct{}
+	opened     time.Time
+	operations atomic.Int64
 
 	busy atomic.Bool // from a request's first byte to its reply
 
@@ -54,7 +69,7 @@ type clientConn struct {
 }
 
 func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
-	return &clientConn{
+	cc := &clientConn{
 		p:       p,
 		nc:      nc,
 		id:      p.nextConnID.Add(1),
@@ -63,6 +78,10 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		opened:  time.Now(),
 		drainCh: make(chan struct{}),
 	}
+	if !p.authRequired() {
+		cc.up = p.client
+	}
+	return cc
 }
 
 // drain asks the connection to close once its operation under way, if
@@ -89,6 +108,7 @@ func (cc *clientConn) draining() bool {
 // protocol, or the proxy closes or drains it.
 func (cc *clientConn) serve() {
 	defer cc.nc.Close()
+	defer cc.releaseLB()
 	for {
 		if cc.draining() {
 			return
@@ -196,7 +216,7 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	if cc.refuse {
 		p.stats.local.Add(1)
 		p.stats.overloaded.Add(1)
-		cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many client connections (the most is %d); retry later", p.cfg.MaxClientConns), labelSystemOverloaded, labelRetryable))
+		cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many client connections (the most is %d); retry later", p.conf().MaxClientConns), labelSystemOverloaded, labelRetryable))
 		return false
 	}
 	switch req.name {
@@ -206,9 +226,26 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	case "ping":
 		p.stats.local.Add(1)
 		return cc.reply(ex, okReply)
-	case "saslStart", "saslContinue", "authenticate", "getnonce", "logout":
+	case "saslStart", "saslContinue", "authenticate":
 		p.stats.local.Add(1)
-		return cc.reply(ex, errorReply(cc.dbuf, codeAuthenticationFailed, "proxy: this proxy authenticates no client (it connects to the servers with its own credentials): remove the credentials from the client's connection string"))
+		if !p.authRequired() {
+			return cc.reply(ex, errorReply(cc.dbuf, codeAuthenticationFailed, "proxy: this proxy authenticates no client (it connects to the servers with its own credentials): remove the credentials from the client's connection string"))
+		}
+		return cc.authCommand(ex, &req)
+	case "logout", "getnonce":
+		p.stats.local.Add(1)
+		return cc.reply(ex, okReply)
+	}
+	if cc.up == nil && !preAuthCommands[req.name] {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeUnauthorized, fmt.Sprintf("command %s requires authentication", req.name)))
+	}
+	switch req.name {
+	case "endSessions":
+		if cc.up == nil {
+			p.stats.local.Add(1)
+			return cc.reply(ex, okReply) // nothing of an unauthenticated client's to end
+		}
 	case "proxyStatus":
 		p.stats.local.Add(1)
 		return cc.proxyStatus(ex, m.Body)
@@ -302,11 +339,15 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	} else if h.hasClient {
 		return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeClientMetadataCannotBeMutated, "The client metadata document may only be sent in the first hello"))
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.QueueTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.conf().QueueTimeout)
 	st, err := p.helloNow(ctx)
 	cancel()
 	if err != nil {
 		return cc.answer(ex, opQuery, errorReply(cc.dbuf, codeHostUnreachable, "proxy: "+err.Error()))
+	}
+	var spec bson.Raw
+	if h.speculative != nil && p.authRequired() {
+		spec = cc.speculate(h.speculative)
 	}
 	awaitable := h.hasTV && h.hasMaxAwait && !opQuery
 	if awaitable && h.tvProcess == p.processID && h.tvCounter == st.counter {
@@ -315,13 +356,13 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 		}
 	}
 	if !awaitable || !ex.exhaust || ex.moreToCome {
-		return cc.answer(ex, opQuery, cc.appendHello(cc.dbuf[:0], h, st))
+		return cc.answer(ex, opQuery, cc.appendHello(cc.dbuf[:0], h, st, spec))
 	}
 	// The streaming protocol: a reply with moreToCome, then another each
 	// maxAwaitTimeMS or at a change, each answering the one before, until
 	// the client hangs up.
 	for {
-		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st)
+		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st, nil)
 		id, ok := cc.writeMsg(ex, wire.MoreToCome, cc.dbuf)
 		if !ok {
 			return false
@@ -347,7 +388,7 @@ func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState,
 	case <-p.ctx.Done():
 		return nil, ErrClosed
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.QueueTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.conf().QueueTimeout)
 	defer cancel()
 	if now, err := p.helloNow(ctx); err == nil {
 		return now, nil

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -110,6 +111,7 @@ type helloRequest struct {
 	maxAwait      time.Duration
 	hasMaxAwait   bool
 	saslMechsUser string
+	speculative   bson.Raw
 }
 
 // parseHello reads a hello command document.
@@ -156,13 +158,16 @@ func parseHello(body bson.Raw, legacy bool) helloRequest {
 			}
 		case "saslSupportedMechs":
 			h.saslMechsUser, _ = v.StringValueOK()
+		case "speculativeAuthenticate":
+			h.speculative, _ = v.DocumentOK()
 		}
 	}
 	return h
 }
 
-// appendHello appends the proxy's hello reply to dst.
-func (cc *clientConn) appendHello(dst []byte, h helloRequest, st *helloState) []byte {
+// appendHello appends the proxy's hello reply to dst; spec is the reply to
+// the hello's speculativeAuthenticate, if any.
+func (cc *clientConn) appendHello(dst []byte, h helloRequest, st *helloState, spec bson.Raw) []byte {
 	p := cc.p
 	idx, doc := bsoncore.AppendDocumentStart(dst)
 	if h.legacy {
@@ -198,9 +203,22 @@ func (cc *clientConn) appendHello(dst []byte, h helloRequest, st *helloState) []
 		doc = bsoncore.AppendObjectIDElement(doc, "serviceId", p.serviceID)
 	}
 	if h.saslMechsUser != "" {
-		// The proxy authenticates no client: no mechanism is supported.
+		// The mechanisms of the user "db.name"; none for a user the proxy
+		// does not know, or when it authenticates no client.
+		var mechs []string
+		if db, name, ok := strings.Cut(h.saslMechsUser, "."); ok {
+			if u := p.users.Load().lookup(db, name); u != nil {
+				mechs = u.mechanisms()
+			}
+		}
 		aidx, arr := bsoncore.AppendArrayElementStart(doc, "saslSupportedMechs")
+		for i, m := range mechs {
+			arr = bsoncore.AppendStringElement(arr, arrayKey(i), m)
+		}
 		doc, _ = bsoncore.AppendArrayEnd(arr, aidx)
+	}
+	if spec != nil {
+		doc = bsoncore.AppendDocumentElement(doc, "speculativeAuthenticate", spec)
 	}
 	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
 	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)

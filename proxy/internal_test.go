@@ -20,8 +20,8 @@ func TestCursorTableForgetsUnusedCursors(t *testing.T) {
 func testCursorTableForgets(t *testing.T) {
 	const timeout = 10 * time.Minute
 	tab := newCursorTable(timeout)
-	used := tab.add("a:1", 11, false)
-	unused := tab.add("b:1", 22, true)
+	used := tab.add(cursorEntry{server: "a:1", id: 11})
+	unused := tab.add(cursorEntry{server: "b:1", id: 22, longPoll: true})
 	// Used all along, for three timeouts: kept; the other: forgotten.
 	for start := time.Now(); time.Since(start) < 3*timeout; time.Sleep(timeout / 10) {
 		if _, ok := tab.get(used); !ok {

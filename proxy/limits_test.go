@@ -296,3 +296,32 @@ func TestOversizedCommandRefusedWithoutBreakingTheConnection(t *testing.T) {
 		t.Fatal("the connection is not usable after the refusal")
 	}
 }
+
+func TestReconfigure(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{})
+	hello := mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}})
+	first := dialRaw(t, addr)
+	first.roundTrip(hello)
+	if err := p.Reconfigure(proxy.Config{MaxClientConns: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if reply := dialRaw(t, addr).roundTrip(hello); reply.Lookup("code").Int32() != 462 {
+		t.Fatalf("a second connection after lowering MaxClientConns to 1: %v", reply)
+	}
+	for _, bad := range []proxy.Config{{MaxQueued: -1}, {Compressors: []string{"zlib"}}, {CursorTimeout: time.Second}} {
+		if err := p.Reconfigure(bad); err == nil {
+			t.Errorf("Reconfigure(%+v) accepted", bad)
+		}
+	}
+	// A refused change leaves the limits as they were.
+	if reply := dialRaw(t, addr).roundTrip(hello); reply.Lookup("code").Int32() != 462 {
+		t.Fatalf("after a refused change: %v", reply)
+	}
+	if err := p.Reconfigure(proxy.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if reply := dialRaw(t, addr).roundTrip(hello); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("after going back to the defaults: %v", reply)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -87,6 +88,22 @@ type Config struct {
 	Compressors []string
 	// Logger receives the proxy's log (nothing by default).
 	Logger *slog.Logger
+
+	// Users, when set, turns client authentication on: clients
+	// authenticate to the proxy as to mongod (SCRAM-SHA-256, SCRAM-SHA-1,
+	// MONGODB-X509 over TLS), and may run nothing but the handshake and
+	// the authentication commands before. Each user's operations go to
+	// the pools of its upstream credential (User.Upstream), and its
+	// cursors are its own.
+	Users *Users
+	// Upstreams are the clients of the upstream credentials users name,
+	// one pool per server each: a credential's sessions and cursors stay
+	// its own. The proxy's own client serves the users that name none.
+	Upstreams map[string]*mongopool.Client
+	// MaxAuthFailures caps the failed authentications from one client
+	// address per minute (20 by default); beyond, its attempts fail at
+	// once for the rest of the minute.
+	MaxAuthFailures int
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -109,6 +126,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.CursorTimeout == 0 {
 		cfg.CursorTimeout = 10 * time.Minute
 	}
+	if cfg.MaxAuthFailures == 0 {
+		cfg.MaxAuthFailures = defaultMaxAuthFailures
+	}
 	if cfg.Compressors == nil {
 		cfg.Compressors = []string{"snappy", "zstd", "zlib"}
 	}
@@ -126,6 +146,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("proxy: MaxLongPolls %d is negative", cfg.MaxLongPolls)
 	case cfg.CursorTimeout < 0:
 		return cfg, fmt.Errorf("proxy: CursorTimeout %v is negative", cfg.CursorTimeout)
+	case cfg.MaxAuthFailures < 0:
+		return cfg, fmt.Errorf("proxy: MaxAuthFailures %d is negative", cfg.MaxAuthFailures)
 	}
 	for _, name := range cfg.Compressors {
 		if _, ok := wire.ParseCompressor(name); !ok || name == "noop" {
@@ -140,7 +162,7 @@ func (cfg Config) withDefaults() (Config, error) {
 // it with Shutdown or Close.
 type Proxy struct {
 	client    *mongopool.Client
-	cfg       Config
+	cfg       atomic.Pointer[Config] // replaced whole by Reconfigure
 	log       *slog.Logger
 	offer     []wire.CompressorID // cfg.Compressors, parsed
 	processID bson.ObjectID       // of the proxy's topologyVersion
@@ -149,8 +171,10 @@ type Proxy struct {
 	ctx    context.Context // ended by Close: the upstream exchanges' context
 	cancel context.CancelFunc
 
-	cursors *cursorTable
-	pins    *pinTable
+	cursors   *cursorTable
+	pins      *pinTable
+	users     atomic.Pointer[Users] // nil: no authentication
+	authFails *failTable
 
 	nextConnID atomic.Int64
 	queued     atomic.Int64 // operations waiting for a server or connection
@@ -186,21 +210,35 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{
 		client:    client,
-		cfg:       cfg,
 		log:       cfg.Logger,
 		processID: bson.NewObjectID(),
 		serviceID: bson.NewObjectID(),
 		cursors:   newCursorTable(cfg.CursorTimeout),
 		pins:      newPinTable(),
+		authFails: newFailTable(),
 		started:   time.Now(),
 		apps:      map[string]*appCounters{otherApps: {}},
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*clientConn]struct{}{},
 		changed:   make(chan struct{}),
 	}
+	p.cfg.Store(&cfg)
 	for _, name := range cfg.Compressors {
 		id, _ := wire.ParseCompressor(name)
 		p.offer = append(p.offer, id)
+	}
+	for name, c := range cfg.Upstreams {
+		if name == "" || c == nil {
+			return nil, fmt.Errorf("proxy: Config.Upstreams needs a name and a client for each upstream")
+		}
+		if c.Topology().Description().Type == topology.LoadBalanced {
+			return nil, fmt.Errorf("proxy: the upstream %q is a load balancer: point the proxy at the mongoses behind it", name)
+		}
+	}
+	if cfg.Users != nil {
+		if err := p.SetUsers(cfg.Users); err != nil {
+			return nil, err
+		}
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
@@ -209,6 +247,38 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 // refuseWait is how long a connection beyond MaxClientConns may take to
 // send its first command, which gets the overload error.
 const refuseWait = 5 * time.Second
+
+// conf returns the configuration now.
+func (p *Proxy) conf() *Config { return p.cfg.Load() }
+
+// Reconfigure changes the proxy's limits while it runs (a reload of its
+// configuration): MaxClientConns, MaxQueued, QueueTimeout, ElectionHold,
+// MaxLongPolls and MaxAuthFailures take effect for the next operation or
+// connection; the other fields must be as they are (zero for their
+// default), or it refuses the change, and changes nothing. Users change
+// with SetUsers.
+func (p *Proxy) Reconfigure(cfg Config) error {
+	cur := p.conf()
+	cfg.Users, cfg.Upstreams, cfg.Logger = cur.Users, cur.Upstreams, cur.Logger
+	if cfg.Compressors == nil {
+		cfg.Compressors = cur.Compressors
+	}
+	if cfg.CursorTimeout == 0 {
+		cfg.CursorTimeout = cur.CursorTimeout
+	}
+	next, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(next.Compressors, cur.Compressors) {
+		return errors.New("proxy: Reconfigure cannot change the compressors: restart the proxy")
+	}
+	if next.CursorTimeout != cur.CursorTimeout {
+		return errors.New("proxy: Reconfigure cannot change the cursor timeout: restart the proxy")
+	}
+	p.cfg.Store(&next)
+	return nil
+}
 
 // ErrClosed is returned by Serve once the proxy is shut down or closed.
 var ErrClosed = errors.New("proxy: closed")
@@ -272,7 +342,7 @@ func (p *Proxy) accept(nc net.Conn, persona Persona) {
 		nc.Close()
 		return
 	}
-	if len(p.conns) >= p.cfg.MaxClientConns {
+	if len(p.conns) >= p.conf().MaxClientConns {
 		// Refused at its first command, which it has a little while to
 		// send: a connection beyond the cap holds nothing for long.
 		cc.refuse = true
@@ -365,6 +435,8 @@ type Stats struct {
 	// MaxTimeExpired counts the operations whose maxTimeMS ran out while
 	// they waited.
 	MaxTimeExpired int64
+	// AuthFailures counts the failed authentications.
+	AuthFailures int64
 	// Cursors and Pins are the cursors the proxy maps now and the
 	// transactions pinned to a mongos; LongPolls the awaitData getMores
 	// in flight.
@@ -377,6 +449,7 @@ type counters struct {
 	operations, local           atomic.Int64
 	overloaded, maxTimeExpired  atomic.Int64
 	held, heldRecovered         atomic.Int64
+	authFailures                atomic.Int64
 }
 
 // Stats returns the proxy's counters now.
@@ -395,6 +468,7 @@ func (p *Proxy) Stats() Stats {
 		Held:           p.stats.held.Load(),
 		HeldRecovered:  p.stats.heldRecovered.Load(),
 		MaxTimeExpired: p.stats.maxTimeExpired.Load(),
+		AuthFailures:   p.stats.authFailures.Load(),
 		Cursors:        p.cursors.len(),
 		Pins:           p.pins.len(),
 		LongPolls:      int(p.longPolls.Load()),

@@ -82,25 +82,25 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	p := cc.p
 	var opt mongopool.CommandOption
 	var pinKey []byte
-	sharded := p.client.Topology().Description().Type == topology.Sharded
+	sharded := cc.up.Topology().Description().Type == topology.Sharded
 	switch {
 	case sharded && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") && req.lsid != nil:
 		// The transactions specification's mongos pinning: every command
 		// of a transaction to the mongos of its first.
-		pinKey = req.lsid
+		pinKey = cc.pinKey(req.lsid)
 		if req.startTxn {
-			p.pins.remove(req.lsid)
-		} else if server, ok := p.pins.get(req.lsid, req.txnNumber); ok {
-			if req.name != "commitTransaction" && req.name != "abortTransaction" || p.available(server) {
+			p.pins.remove(pinKey)
+		} else if server, ok := p.pins.get(pinKey, req.txnNumber); ok {
+			if req.name != "commitTransaction" && req.name != "abortTransaction" || cc.available(server) {
 				opt = mongopool.WithServer(server)
 			} else {
 				// The pinned mongos is gone: another one recovers the
 				// commit's outcome with the recoveryToken.
-				p.pins.remove(req.lsid)
+				p.pins.remove(pinKey)
 			}
 		}
 	case req.lsid != nil && p.pins.len() > 0 && !req.autocommit:
-		p.pins.remove(req.lsid) // a command outside the transaction unpins its session
+		p.pins.remove(cc.pinKey(req.lsid)) // a command outside the transaction unpins its session
 	}
 	if opt == nil && req.readPref != nil && readsBy(req) {
 		rp, err := parseReadPref(req.readPref)
@@ -130,13 +130,33 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	if req.name == "endSessions" {
 		cc.unpinSessions(req)
 	}
+	if cc.lbTracking() && req.lsid != nil && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") {
+		cc.trackLBTxn(req, server, reply)
+	}
 	if off := cursorIDOffset(reply); off != 0 {
 		if id := getInt64(reply, off); id != 0 {
 			longPoll := req.tailable && req.await || req.name == "aggregate" && req.pipelineHas("$changeStream", true)
-			putInt64(reply, off, p.cursors.add(server, id, longPoll))
+			c := cursorEntry{server: server, id: id, longPoll: longPoll, up: cc.up, owner: cc.identity}
+			if cc.lbTracking() {
+				c.ns, _ = reply.Lookup("cursor", "ns").StringValueOK()
+			}
+			pid := p.cursors.add(c)
+			putInt64(reply, off, pid)
+			if c.ns != "" {
+				cc.lbCursors[pid] = struct{}{}
+			}
 		}
 	}
 	return cc.reply(ex, cc.relay(reply))
+}
+
+// pinKey is the key of a session's pin: its lsid, and the user's identity
+// (sessions belong to a user).
+func (cc *clientConn) pinKey(lsid []byte) []byte {
+	if cc.identity == "" {
+		return lsid
+	}
+	return append(append([]byte(cc.identity), 0), lsid...)
 }
 
 // unpinSessions forgets the pins of the sessions an endSessions ends.
@@ -152,15 +172,18 @@ func (cc *clientConn) unpinSessions(req *request) {
 	vals, _ := arr.Values()
 	for _, v := range vals {
 		if d, ok := v.DocumentOK(); ok {
-			cc.p.pins.remove(d)
+			cc.p.pins.remove(cc.pinKey(d))
+			if cc.lbTxns != nil {
+				delete(cc.lbTxns, string(d))
+			}
 		}
 	}
 }
 
 // available reports whether the server at address is known and not
 // Unknown.
-func (p *Proxy) available(address string) bool {
-	sd, ok := p.client.Topology().Description().Server(address)
+func (cc *clientConn) available(address string) bool {
+	sd, ok := cc.up.Topology().Description().Server(address)
 	return ok && sd.Type != topology.ServerUnknown
 }
 
@@ -178,17 +201,23 @@ func (cc *clientConn) getMore(ex exchangeOf, req *request, seqs []wire.Sequence)
 		p.stats.local.Add(1)
 		return cc.reply(ex, errorReply(cc.dbuf, codeCursorNotFound, fmt.Sprintf("cursor id %d not found", id)))
 	}
+	if c.up != cc.up || c.owner != cc.identity {
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeUnauthorized, fmt.Sprintf("cursor id %d was not created by the authenticated user", id)))
+	}
 	if c.longPoll {
-		if p.longPolls.Add(1) > int64(p.cfg.MaxLongPolls) {
+		if p.longPolls.Add(1) > int64(p.conf().MaxLongPolls) {
 			p.longPolls.Add(-1)
 			p.stats.local.Add(1)
 			p.stats.overloaded.Add(1)
-			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many awaitData getMores in flight (the most is %d); retry later", p.cfg.MaxLongPolls), labelSystemOverloaded, labelRetryable))
+			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many awaitData getMores in flight (the most is %d); retry later", p.conf().MaxLongPolls), labelSystemOverloaded, labelRetryable))
 		}
-		defer p.longPolls.Add(-1)
 	}
 	putInt64(req.body, req.firstOff, c.id)
 	reply, _, err := cc.forward(ex, req, seqs, mongopool.WithServer(c.server), retryNone)
+	if c.longPoll {
+		p.longPolls.Add(-1) // before the reply: the client may count on it then
+	}
 	if ex.moreToCome {
 		return true
 	}
@@ -197,12 +226,12 @@ func (cc *clientConn) getMore(ex exchangeOf, req *request, seqs []wire.Sequence)
 	}
 	if off := cursorIDOffset(reply); off != 0 {
 		if getInt64(reply, off) == 0 {
-			p.cursors.remove(id)
+			cc.forgetCursor(id)
 		} else {
 			putInt64(reply, off, id)
 		}
 	} else if code := replyCode(reply); code == codeCursorNotFound || code == 237 /* CursorKilled */ || code == 175 /* QueryPlanKilled */ {
-		p.cursors.remove(id)
+		cc.forgetCursor(id)
 	}
 	return cc.reply(ex, cc.relay(reply))
 }
@@ -231,7 +260,8 @@ func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
 			return cc.reply(ex, errorReply(cc.dbuf, codeTypeMismatch, "killCursors: each cursor id must be of type long"))
 		}
 		c, ok := p.cursors.get(id)
-		if !ok {
+		if !ok || c.up != cc.up || c.owner != cc.identity {
+			// Another user's cursor is not for this client to know of.
 			notFound = append(notFound, id)
 			continue
 		}
@@ -260,7 +290,7 @@ func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
 		sub := &request{body: doc, name: "killCursors"}
 		reply, _, err := cc.forward(exchangeOf{received: ex.received}, sub, nil, mongopool.WithServer(server), retryNone)
 		for i, id := range g.proxy {
-			p.cursors.remove(id)
+			cc.forgetCursor(id)
 			switch {
 			case err != nil || replyCode(reply) != 0:
 				unknown = append(unknown, id)
@@ -320,8 +350,8 @@ func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence,
 	if a := cc.app.Load(); a != nil {
 		a.operations.Add(1)
 	}
-	holdUntil := ex.received.Add(p.cfg.ElectionHold)
-	if ex.moreToCome || p.cfg.ElectionHold < 0 {
+	holdUntil := ex.received.Add(p.conf().ElectionHold)
+	if ex.moreToCome || p.conf().ElectionHold < 0 {
 		kind = retryNone
 	}
 	for attempt := 0; ; attempt++ {
@@ -364,14 +394,14 @@ func errOrReply(err error, reply bson.Raw) string {
 // queue's bounds, and its round trip.
 func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption) (reply bson.Raw, server string, err error) {
 	p := cc.p
-	if p.queued.Add(1) > int64(p.cfg.MaxQueued) {
+	if p.queued.Add(1) > int64(p.conf().MaxQueued) {
 		p.queued.Add(-1)
 		p.stats.overloaded.Add(1)
 		return nil, "", &upstreamError{code: codeOverloaded, labels: overloadLabels,
-			msg: fmt.Sprintf("proxy: too many operations waiting for a connection (the most is %d); retry later", p.cfg.MaxQueued)}
+			msg: fmt.Sprintf("proxy: too many operations waiting for a connection (the most is %d); retry later", p.conf().MaxQueued)}
 	}
 	queued := true
-	deadline := time.Now().Add(p.cfg.QueueTimeout)
+	deadline := time.Now().Add(p.conf().QueueTimeout)
 	byMaxTime := false
 	if req.maxTimeOff != 0 && req.maxTimeMS > 0 {
 		if d := ex.received.Add(time.Duration(req.maxTimeMS) * time.Millisecond); d.Before(deadline) {
@@ -402,9 +432,9 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 	}
 	var doErr error
 	if opt != nil {
-		doErr = p.client.Do(qctx, fn, opt)
+		doErr = cc.up.Do(qctx, fn, opt)
 	} else {
-		doErr = p.client.Do(qctx, fn)
+		doErr = cc.up.Do(qctx, fn)
 	}
 	if queued {
 		p.queued.Add(-1)

@@ -7,14 +7,19 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/topology"
 )
 
-// cursorEntry is a cursor the proxy maps: its server and its id there.
+// cursorEntry is a cursor the proxy maps: its server and its id there,
+// and who may use it: the clients of its upstream credential and user.
 type cursorEntry struct {
 	server   string
 	id       int64
 	longPoll bool // tailable awaitData, or a change stream
+	up       *mongopool.Client
+	owner    string // the user's "db.name"; "" without authentication
+	ns       string // "db.collection", kept for a load balancer connection's cursors only
 }
 
 // cursorShards spreads the cursor table over locks.
@@ -69,8 +74,8 @@ func (s *cursorShard) turnLocked(timeout time.Duration) {
 	s.last = now
 }
 
-// add maps a new proxy id to the cursor id of server, and returns it.
-func (t *cursorTable) add(server string, id int64, longPoll bool) int64 {
+// add maps a new proxy id to the cursor c, and returns it.
+func (t *cursorTable) add(c cursorEntry) int64 {
 	for {
 		pid := newCursorID()
 		s := t.shard(pid)
@@ -79,7 +84,7 @@ func (t *cursorTable) add(server string, id int64, longPoll bool) int64 {
 		_, inCur := s.cur[pid]
 		_, inOld := s.old[pid]
 		if !inCur && !inOld {
-			s.cur[pid] = cursorEntry{server: server, id: id, longPoll: longPoll}
+			s.cur[pid] = c
 			s.mu.Unlock()
 			return pid
 		}

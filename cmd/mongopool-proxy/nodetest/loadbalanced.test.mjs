@@ -178,13 +178,10 @@ describe('the Node.js driver with loadBalanced=true, through the proxy', () => {
   // abort a transaction when the connection associated with the transaction
   // is closed". A driver in load balanced mode pins a transaction to one
   // connection, and when the application dies, that connection's close is
-  // all the service learns. The proxy keeps the transaction open: the next
-  // write of the document waits for it (its lifetime limit, or maxTimeMS).
+  // all the service learns. The proxy aborts the transaction then: the next
+  // write of the document does not wait for it.
   test(
     'a transaction whose client connection closes is aborted: its document is free at once',
-    {
-      skip: 'proxy bug: the load balancer persona does not abort a transaction when its client connection closes (the load balancer specification requires it); a write of the document then waits for the orphan transaction until maxTimeMS or the transaction lifetime limit',
-    },
     async () => {
       const orphans = db.collection('orphans');
       await orphans.deleteMany({});

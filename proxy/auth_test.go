@@ -1,0 +1,237 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/proxy"
+)
+
+// startAuthProxy starts a proxy that authenticates its clients as users,
+// with upstreams (by name) beside its own client of uri.
+func startAuthProxy(t *testing.T, uri string, users []proxy.User, upstreams map[string]string, cfg proxy.Config) (*proxy.Proxy, string) {
+	t.Helper()
+	us, err := proxy.NewUsers(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Users = us
+	cfg.Upstreams = map[string]*mongopool.Client{}
+	for name, u := range upstreams {
+		c, err := mongopool.NewClient(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cfg.Upstreams[name] = c
+	}
+	return startProxy(t, uri, proxy.Mongos, cfg)
+}
+
+func mustDerive(t *testing.T, name, password, upstream string, mechs ...string) proxy.User {
+	t.Helper()
+	u, err := proxy.DeriveUser(name, "admin", password, upstream, mechs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestClientAuthentication(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	primary := rs.Primary()
+	// The proxy's own credentials upstream: one per upstream pool.
+	if err := primary.AddUser("admin", "proxyA", "pa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.AddUser("admin", "proxyB", "pb"); err != nil {
+		t.Fatal(err)
+	}
+	upA := "mongodb://proxyA:pa@" + primary.Addr() + "/?replicaSet=rs0"
+	upB := "mongodb://proxyB:pb@" + primary.Addr() + "/?replicaSet=rs0"
+	p, addr := startAuthProxy(t, upA, []proxy.User{
+		mustDerive(t, "alice", "alice-pw", "", proxy.MechSCRAMSHA256),
+		mustDerive(t, "bob", "bob-pw", "reports", proxy.MechSCRAMSHA1, proxy.MechSCRAMSHA256),
+		mustDerive(t, "carol", "carol-pw", ""),
+	}, map[string]string{"reports": upB}, proxy.Config{})
+	ctx := testContext(t)
+
+	for _, c := range []struct{ user, pw, mech string }{
+		{"alice", "alice-pw", ""}, {"bob", "bob-pw", "SCRAM-SHA-1"}, {"bob", "bob-pw", "SCRAM-SHA-256"},
+	} {
+		uri := "mongodb://" + c.user + ":" + c.pw + "@" + addr + "/"
+		if c.mech != "" {
+			uri += "?authMechanism=" + c.mech
+		}
+		cl := driverClient(t, uri)
+		if _, err := cl.Database("db").Collection("c").InsertOne(ctx, bson.D{{Key: "by", Value: c.user}}); err != nil {
+			t.Fatalf("%s with %q: %v", c.user, c.mech, err)
+		}
+	}
+	// A wrong password, an unknown user: Authentication failed.
+	for _, uri := range []string{"mongodb://alice:wrong@" + addr + "/", "mongodb://nobody:x@" + addr + "/"} {
+		cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(2 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = cl.Ping(ctx, nil)
+		cl.Disconnect(ctx)
+		if err == nil || !strings.Contains(err.Error(), "Authentication failed") {
+			t.Fatalf("%s: %v, want Authentication failed", uri, err)
+		}
+	}
+	// No credentials: the handshake, and nothing else.
+	raw := dialRaw(t, addr)
+	raw.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}))
+	reply := raw.roundTrip(mustMarshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "$db", Value: "db"}}))
+	if reply.Lookup("code").Int32() != 13 {
+		t.Fatalf("find without authenticating: %v, want Unauthorized (13)", reply)
+	}
+	// saslSupportedMechs lists a user's mechanisms.
+	reply = raw.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "saslSupportedMechs", Value: "admin.bob"}, {Key: "$db", Value: "admin"}}))
+	mechs, _ := reply.Lookup("saslSupportedMechs").Array().Values()
+	if len(mechs) != 2 {
+		t.Fatalf("saslSupportedMechs of bob: %v", mechs)
+	}
+	// Each upstream credential has its pool: alice's operations went
+	// through proxyA's, bob's through proxyB's.
+	for name, c := range map[string]*mongopool.Client{"alice's": upstreamOf(t, p, ""), "bob's": upstreamOf(t, p, "reports")} {
+		used := int64(0)
+		for _, pl := range c.Pools() {
+			used += pl.Stats().CheckedOut
+		}
+		if used == 0 {
+			t.Fatalf("%s upstream pool was never used", name)
+		}
+	}
+	if st := p.Stats(); st.AuthFailures < 2 {
+		t.Fatalf("%d failed authentications counted, want 2 or more", st.AuthFailures)
+	}
+}
+
+// upstreamOf returns the proxy's client of the upstream name.
+func upstreamOf(t *testing.T, p *proxy.Proxy, name string) *mongopool.Client {
+	t.Helper()
+	c := p.Upstream(name)
+	if c == nil {
+		t.Fatalf("no upstream %q", name)
+	}
+	return c
+}
+
+func TestCursorsBelongToTheirUser(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{
+		mustDerive(t, "alice", "a", ""), mustDerive(t, "eve", "e", ""),
+	}, nil, proxy.Config{})
+	ctx := testContext(t)
+	alice := driverClient(t, "mongodb://alice:a@"+addr+"/")
+	coll := alice.Database("db").Collection("c")
+	var docs []any
+	for i := range 10 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetBatchSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx)
+	eve := driverClient(t, "mongodb://eve:e@"+addr+"/")
+	err = eve.Database("db").RunCommand(ctx, bson.D{{Key: "getMore", Value: cur.ID()}, {Key: "collection", Value: "c"}}).Err()
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(13) {
+		t.Fatalf("eve's getMore of alice's cursor: %v, want Unauthorized (13)", err)
+	}
+	var killed bson.Raw
+	killed, err = eve.Database("db").RunCommand(ctx, bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{cur.ID()}}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nf, _ := killed.Lookup("cursorsNotFound").Array().Values(); len(nf) != 1 {
+		t.Fatalf("eve's killCursors of alice's cursor: %v, want it not found", killed)
+	}
+	n := 0
+	for cur.Next(ctx) {
+		n++
+	}
+	if cur.Err() != nil || n != 10 {
+		t.Fatalf("alice's cursor after eve's attempts: %d documents, %v", n, cur.Err())
+	}
+}
+
+func TestFailedAuthenticationsRateLimited(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "alice", "a", "")}, nil, proxy.Config{MaxAuthFailures: 3})
+	ctx := testContext(t)
+	try := func(pw string) error {
+		cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://alice:" + pw + "@" + addr + "/").SetServerSelectionTimeout(2 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Disconnect(ctx)
+		return cl.Ping(ctx, nil)
+	}
+	for i := range 3 {
+		if err := try("wrong"); err == nil || strings.Contains(err.Error(), "too many") {
+			t.Fatalf("attempt %d: %v, want a plain authentication failure", i, err)
+		}
+	}
+	// The right password, from the same address, now waits its turn.
+	if err := try("a"); err == nil || !strings.Contains(err.Error(), "too many failed authentications") {
+		t.Fatalf("after 3 failures: %v, want the rate limit's error", err)
+	}
+	_ = net.IPv4len
+}
+
+func TestUsersFile(t *testing.T) {
+	u := mustDerive(t, "alice", "pw", "", proxy.MechSCRAMSHA256, proxy.MechSCRAMSHA1)
+	if string(u.SCRAMSHA256.StoredKey) == "" || len(u.SCRAMSHA1.ServerKey) != 20 {
+		t.Fatalf("derived keys: %+v", u)
+	}
+	good := `{"users": [{"user": "app", "db": "admin", "scramSHA256": {"salt": "c2FsdHNhbHRzYWx0", "iterations": 15000, "storedKey": "` +
+		strings.Repeat("A", 43) + `=", "serverKey": "` + strings.Repeat("B", 43) + `="}}, {"user": "CN=app,O=x", "x509": true}]}`
+	us, err := proxy.ParseUsers([]byte(good))
+	if err != nil || us.Len() != 2 {
+		t.Fatalf("ParseUsers: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"no mechanism":      `{"users": [{"user": "app"}]}`,
+		"no name":           `{"users": [{"scramSHA256": {}}]}`,
+		"unknown field":     `{"users": [{"user": "app", "password": "cleartext"}]}`,
+		"duplicate":         `{"users": [{"user": "CN=a", "x509": true}, {"user": "CN=a", "x509": true}]}`,
+		"x509 not external": `{"users": [{"user": "CN=a", "db": "admin", "x509": true}]}`,
+		"few iterations": `{"users": [{"user": "app", "scramSHA256": {"salt": "c2FsdHNhbHRzYWx0", "iterations": 100, "storedKey": "` +
+			strings.Repeat("A", 43) + `=", "serverKey": "` + strings.Repeat("B", 43) + `="}}]}`,
+		"not JSON": `users: []`,
+	} {
+		if _, err := proxy.ParseUsers([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "users file") {
+			t.Errorf("%s: %v does not name the users file", name, err)
+		}
+	}
+	// A user naming an upstream the proxy does not have is refused.
+	rs := startReplicaSet(t, 1)
+	client, err := mongopool.NewClient(rs.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	bad, _ := proxy.NewUsers([]proxy.User{mustDerive(t, "x", "y", "nowhere")})
+	if _, err := proxy.New(client, proxy.Config{Users: bad}); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("a user of an unknown upstream: %v", err)
+	}
+	_ = context.Background
+}
