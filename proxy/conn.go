@@ -109,6 +109,7 @@ func (cc *clientConn) draining() bool {
 func (cc *clientConn) serve() {
 	defer cc.nc.Close()
 	defer cc.releaseLB()
+	first := true
 	for {
 		if cc.draining() {
 			return
@@ -119,6 +120,12 @@ func (cc *clientConn) serve() {
 				cc.p.log.Debug("proxy: client connection ended", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "error", err)
 			}
 			return
+		}
+		if first {
+			// The first command came in time: from now on, an idle
+			// client may stay.
+			first = false
+			cc.nc.SetReadDeadline(time.Time{})
 		}
 		if !cc.handle(msg) {
 			return
@@ -295,6 +302,7 @@ func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (i
 			cc.cbuf, out = comp, comp
 		}
 	}
+	cc.nc.SetWriteDeadline(time.Now().Add(cc.p.conf().WriteTimeout))
 	_, err = cc.nc.Write(out)
 	if cap(cc.wbuf) > keepBuffer {
 		cc.wbuf = nil
@@ -475,6 +483,7 @@ func (cc *clientConn) writeReply(responseTo int32, flags int32, doc bson.Raw) bo
 	out = binary.LittleEndian.AppendUint32(out, 1) // numberReturned
 	out = append(out, doc...)
 	cc.wbuf = out
+	cc.nc.SetWriteDeadline(time.Now().Add(cc.p.conf().WriteTimeout))
 	if _, err := cc.nc.Write(out); err != nil {
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/proxy"
+	"github.com/mongopool/mongopool/wire"
 )
 
 // slowFind is a find that holds its upstream connection for ms
@@ -324,4 +325,55 @@ func TestReconfigure(t *testing.T) {
 	if reply := dialRaw(t, addr).roundTrip(hello); reply.Lookup("ok").Double() != 1 {
 		t.Fatalf("after going back to the defaults: %v", reply)
 	}
+}
+
+func TestSilentAndNonReadingClientsDisconnected(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{HandshakeTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond})
+	// A connection that sends nothing is closed after HandshakeTimeout.
+	silent := dialRaw(t, addr)
+	if _, err := silent.nc.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("a silent connection: %v, want it closed", err)
+	}
+	// One that handshook may stay idle longer.
+	idle := dialRaw(t, addr)
+	idle.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}))
+	time.Sleep(400 * time.Millisecond)
+	idle.roundTrip(mustMarshal(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}))
+
+	// A client that sends requests and never reads the replies is
+	// disconnected once a reply cannot be written for WriteTimeout.
+	greedy := dialRaw(t, addr)
+	big := make([]byte, 1<<20)
+	greedy.roundTrip(mustMarshal(t, bson.D{{Key: "insert", Value: "big"}, {Key: "documents", Value: bson.A{bson.D{{Key: "b", Value: big}}}}, {Key: "$db", Value: "db"}}))
+	find := mustMarshal(t, bson.D{{Key: "find", Value: "big"}, {Key: "$db", Value: "db"}})
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := greedy.nc.Write(wireMsg(t, find)); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a client that never reads was not disconnected")
+	}
+	if idle.roundTrip(mustMarshal(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})).Lookup("ok").Double() != 1 {
+		t.Fatal("another client was affected")
+	}
+	if st := p.Stats(); st.ClientConns > 2 {
+		t.Fatalf("%d client connections left, want the idle one (and maybe the greedy one closing)", st.ClientConns)
+	}
+}
+
+// wireMsg returns cmd in an OP_MSG.
+func wireMsg(t testing.TB, cmd bson.Raw) []byte {
+	msg, err := wire.AppendMsg(nil, wire.NextRequestID(), 0, &wire.Msg{Body: cmd})
+	if err != nil {
+		t.Error(err)
+	}
+	return msg
 }

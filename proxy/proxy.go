@@ -100,6 +100,15 @@ type Config struct {
 	// one pool per server each: a credential's sessions and cursors stay
 	// its own. The proxy's own client serves the users that name none.
 	Upstreams map[string]*mongopool.Client
+	// HandshakeTimeout bounds the time a new connection has to send its
+	// first command whole, its TLS handshake included (30 s by default):
+	// a connection that sends nothing holds nothing for long. After that,
+	// an idle client connection stays open, as drivers' pools keep them.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds the writing of one reply (60 s by default): a
+	// client that stops reading its replies is disconnected, rather than
+	// hold its connection's buffers for ever.
+	WriteTimeout time.Duration
 	// MaxAuthFailures caps the failed authentications from one client
 	// address per minute (20 by default); beyond, its attempts fail at
 	// once for the rest of the minute.
@@ -126,6 +135,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.CursorTimeout == 0 {
 		cfg.CursorTimeout = 10 * time.Minute
 	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = time.Minute
+	}
 	if cfg.MaxAuthFailures == 0 {
 		cfg.MaxAuthFailures = defaultMaxAuthFailures
 	}
@@ -146,6 +161,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("proxy: MaxLongPolls %d is negative", cfg.MaxLongPolls)
 	case cfg.CursorTimeout < 0:
 		return cfg, fmt.Errorf("proxy: CursorTimeout %v is negative", cfg.CursorTimeout)
+	case cfg.HandshakeTimeout < 0 || cfg.WriteTimeout < 0:
+		return cfg, fmt.Errorf("proxy: HandshakeTimeout %v and WriteTimeout %v may not be negative", cfg.HandshakeTimeout, cfg.WriteTimeout)
 	case cfg.MaxAuthFailures < 0:
 		return cfg, fmt.Errorf("proxy: MaxAuthFailures %d is negative", cfg.MaxAuthFailures)
 	}
@@ -346,8 +363,10 @@ func (p *Proxy) accept(nc net.Conn, persona Persona) {
 		// Refused at its first command, which it has a little while to
 		// send: a connection beyond the cap holds nothing for long.
 		cc.refuse = true
-		nc.SetReadDeadline(time.Now().Add(refuseWait))
+		nc.SetReadDeadline(time.Now().Add(min(refuseWait, p.conf().HandshakeTimeout)))
 		p.stats.refusedConns.Add(1)
+	} else {
+		nc.SetReadDeadline(time.Now().Add(p.conf().HandshakeTimeout))
 	}
 	p.conns[cc] = struct{}{}
 	p.wg.Add(1)
