@@ -13,6 +13,10 @@
 // prints "upstream: URI", then "listening on ADDR" for each mongos listener
 // and "listening on ADDR (load balancer)" for each load balancer one.
 //
+// SIGHUP reloads the -config, -users and TLS files: the limits, the users
+// and the certificates change for what comes next; a bad file is refused,
+// with the reason in the log, and the running configuration kept.
+//
 // SIGINT or SIGTERM drains it: the listeners close, idle clients are
 // disconnected, the operations under way finish and their clients are
 // disconnected once answered, within -shutdown-timeout; then the upstream
@@ -34,7 +38,19 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	// SIGHUP reloads the configuration files.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+	}()
+	code := runWith(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, reload)
 	stop()
 	os.Exit(code)
 }

@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/mongopool/mongopool"
@@ -26,6 +31,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // flags are the command's flags.
 type flags struct {
 	upstream        string
+	upstreamAs      listFlag // name=URI
 	listen, lb      listFlag
 	maxPoolSize     int
 	cfg             proxy.Config
@@ -33,26 +39,46 @@ type flags struct {
 	shutdownTimeout time.Duration
 	logLevel        string
 	admin           string
+	usersFile       string
+	configFile      string
+	tlsCerts        listFlag
+	tlsKeys         listFlag
+	tlsCA           string
+	tlsClientCerts  string
+	reusePort       bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	o := &flags{}
 	fs := flag.NewFlagSet("mongopool-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.upstream, "upstream", "", "the `URI` of the deployment to proxy (mongodb:// or mongodb+srv://, with its options: maxPoolSize, tls, compressors, credentials...); none: an in-process test replica set")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: mongopool-proxy [flags]\n       mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] NAME < password\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.upstream, "upstream", "", "the `URI` of the deployment to proxy (mongodb:// or mongodb+srv://, with its options: maxPoolSize, tls, compressors, the proxy's credentials...); none: an in-process test replica set")
+	fs.Var(&o.upstreamAs, "upstream-as", "`NAME=URI`: another upstream credential, with pools of its own, that users of the users file name (repeatable)")
 	fs.Var(&o.listen, "listen", "an `address` to serve clients on as a mongos (repeatable; default 127.0.0.1:27018 when no listener is given)")
 	fs.Var(&o.lb, "listen-lb", "an `address` to serve clients on as a load balancer, for loadBalanced=true clients (repeatable)")
-	fs.IntVar(&o.maxPoolSize, "max-pool-size", 0, "the most upstream connections per server (default: the URI's maxPoolSize, else 100)")
+	fs.IntVar(&o.maxPoolSize, "max-pool-size", 0, "the most upstream connections per server and credential (default: the URI's maxPoolSize, else 100)")
 	fs.IntVar(&o.cfg.MaxClientConns, "max-clients", 10000, "the most client connections at once")
 	fs.IntVar(&o.cfg.MaxQueued, "max-queued", 10000, "the most operations waiting for an upstream connection at once; beyond, an overload error that drivers back off on")
 	fs.DurationVar(&o.cfg.QueueTimeout, "queue-timeout", 10*time.Second, "the longest an operation waits for an upstream server and connection")
 	fs.DurationVar(&o.cfg.ElectionHold, "election-hold", 15*time.Second, "how long a retryable operation is held and retried through a primary change (negative: never)")
 	fs.IntVar(&o.cfg.MaxLongPolls, "max-long-polls", 16, "the most awaitData getMores (change streams, tailable cursors) in flight at once")
 	fs.DurationVar(&o.cfg.CursorTimeout, "cursor-timeout", 10*time.Minute, "how long an unused cursor stays mapped")
+	fs.IntVar(&o.cfg.MaxAuthFailures, "max-auth-failures", 20, "the most failed authentications per client address and minute")
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus) and /dashboard/; empty: none. Keep it on loopback or a private network: it has no authentication")
+	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
+	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize) over the flags'; reloaded on SIGHUP")
+	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
+	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
+	fs.StringVar(&o.tlsClientCerts, "tls-client-certs", "", "none, verify-if-given or require (default: verify-if-given with -tls-ca, none without)")
+	fs.BoolVar(&o.reusePort, "reuse-port", false, "listen with SO_REUSEPORT, so that a new process can take the port over while this one drains (a rolling restart)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -65,6 +91,17 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	if o.maxPoolSize < 0 {
 		return nil, fmt.Errorf("-max-pool-size %d is negative", o.maxPoolSize)
 	}
+	if len(o.tlsCerts) != len(o.tlsKeys) {
+		return nil, fmt.Errorf("%d -tls-cert for %d -tls-key: give them in pairs", len(o.tlsCerts), len(o.tlsKeys))
+	}
+	switch o.tlsClientCerts {
+	case "", "none", "verify-if-given", "require":
+	default:
+		return nil, fmt.Errorf("-tls-client-certs %q: use none, verify-if-given or require", o.tlsClientCerts)
+	}
+	if (o.tlsCA != "" || o.tlsClientCerts != "") && len(o.tlsCerts) == 0 {
+		return nil, errors.New("-tls-ca and -tls-client-certs need -tls-cert and -tls-key")
+	}
 	o.cfg.Compressors = []string{}
 	for _, c := range strings.Split(o.compressors, ",") {
 		if c = strings.TrimSpace(c); c != "" {
@@ -76,6 +113,15 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 
 // run runs the proxy until ctx ends, and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, strings.NewReader(""), stdout, stderr, nil)
+}
+
+// runWith is run with the standard input (for the user subcommand) and a
+// channel of reload requests (SIGHUP).
+func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, reload <-chan struct{}) int {
+	if len(args) > 0 && args[0] == "user" {
+		return runUser(args[1:], stdin, stdout, stderr)
+	}
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,16 +137,141 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.cfg.Logger = log
-	if err := serve(ctx, o, log, stdout); err != nil {
+	if err := serve(ctx, o, log, stdout, reload); err != nil {
 		fmt.Fprintln(stderr, "mongopool-proxy:", err)
 		return 1
 	}
 	return 0
 }
 
-// serve starts the upstream client, the proxy and its listeners, and runs
-// them until ctx ends; then it drains.
-func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) error {
+// reloadable is what a reload reads again: the limits, the users, the TLS
+// files. Built whole before anything changes, so that a bad file leaves
+// the running configuration as it is.
+type reloadable struct {
+	cfg         proxy.Config
+	maxPoolSize int
+	users       *proxy.Users
+	tls         *tls.Config
+}
+
+// load reads the configuration files.
+func (o *flags) load() (*reloadable, error) {
+	r := &reloadable{cfg: o.cfg, maxPoolSize: o.maxPoolSize}
+	r.cfg.Users, r.cfg.Upstreams = nil, nil
+	if o.configFile != "" {
+		if err := applyConfigFile(o.configFile, r); err != nil {
+			return nil, err
+		}
+	}
+	if o.usersFile != "" {
+		data, err := os.ReadFile(o.usersFile)
+		if err != nil {
+			return nil, fmt.Errorf("-users: %w", err)
+		}
+		if r.users, err = proxy.ParseUsers(data); err != nil {
+			return nil, fmt.Errorf("-users %s: %w", o.usersFile, err)
+		}
+	}
+	if len(o.tlsCerts) > 0 {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		for i := range o.tlsCerts {
+			cert, err := tls.LoadX509KeyPair(o.tlsCerts[i], o.tlsKeys[i])
+			if err != nil {
+				return nil, fmt.Errorf("-tls-cert %s, -tls-key %s: %w", o.tlsCerts[i], o.tlsKeys[i], err)
+			}
+			cfg.Certificates = append(cfg.Certificates, cert)
+		}
+		mode := o.tlsClientCerts
+		if mode == "" && o.tlsCA != "" {
+			mode = "verify-if-given"
+		}
+		if o.tlsCA != "" {
+			pem, err := os.ReadFile(o.tlsCA)
+			if err != nil {
+				return nil, fmt.Errorf("-tls-ca: %w", err)
+			}
+			cfg.ClientCAs = x509.NewCertPool()
+			if !cfg.ClientCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in it", o.tlsCA)
+			}
+		}
+		switch mode {
+		case "verify-if-given":
+			cfg.ClientAuth = tls.VerifyClientCertIfGiven
+		case "require":
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		if cfg.ClientAuth != tls.NoClientCert && cfg.ClientCAs == nil {
+			return nil, errors.New("-tls-client-certs: verifying client certificates needs -tls-ca")
+		}
+		r.tls = cfg
+	}
+	return r, nil
+}
+
+// configFile is the JSON of -config: limits over the flags'.
+type configFile struct {
+	MaxClients      *int    `json:"maxClients"`
+	MaxQueued       *int    `json:"maxQueued"`
+	QueueTimeout    *string `json:"queueTimeout"`
+	ElectionHold    *string `json:"electionHold"`
+	MaxLongPolls    *int    `json:"maxLongPolls"`
+	MaxAuthFailures *int    `json:"maxAuthFailures"`
+	MaxPoolSize     *int    `json:"maxPoolSize"`
+}
+
+func applyConfigFile(path string, r *reloadable) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("-config: %w", err)
+	}
+	var f configFile
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return fmt.Errorf("-config %s: %w", path, err)
+	}
+	dur := func(name string, s *string, dst *time.Duration) error {
+		if s == nil {
+			return nil
+		}
+		d, err := time.ParseDuration(*s)
+		if err != nil {
+			return fmt.Errorf("-config %s: %s: %w", path, name, err)
+		}
+		*dst = d
+		return nil
+	}
+	set := func(v *int, dst *int) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(f.MaxClients, &r.cfg.MaxClientConns)
+	set(f.MaxQueued, &r.cfg.MaxQueued)
+	set(f.MaxLongPolls, &r.cfg.MaxLongPolls)
+	set(f.MaxAuthFailures, &r.cfg.MaxAuthFailures)
+	set(f.MaxPoolSize, &r.maxPoolSize)
+	if err := dur("queueTimeout", f.QueueTimeout, &r.cfg.QueueTimeout); err != nil {
+		return err
+	}
+	if err := dur("electionHold", f.ElectionHold, &r.cfg.ElectionHold); err != nil {
+		return err
+	}
+	if r.maxPoolSize < 0 {
+		return fmt.Errorf("-config %s: maxPoolSize %d is negative", path, r.maxPoolSize)
+	}
+	return nil
+}
+
+// serve starts the upstream clients, the proxy and its listeners, and runs
+// them until ctx ends, reloading the configuration files at each reload;
+// then it drains.
+func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, reload <-chan struct{}) error {
+	conf, err := o.load()
+	if err != nil {
+		return err
+	}
 	uri := o.upstream
 	if uri == "" {
 		rs, err := mongotest.StartReplicaSet("rs0", 3)
@@ -111,20 +282,51 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) er
 		uri = rs.URI()
 		log.Info("no -upstream: proxying an in-process test replica set", "uri", uri)
 	}
-	var copts []mongopool.ClientOption
-	if o.maxPoolSize > 0 {
-		copts = append(copts, mongopool.WithPoolOptions(pool.WithMaxPoolSize(o.maxPoolSize)))
+	newClient := func(what, uri string) (*mongopool.Client, error) {
+		copts := []mongopool.ClientOption{mongopool.WithLogger(log)}
+		if conf.maxPoolSize > 0 {
+			copts = append(copts, mongopool.WithPoolOptions(pool.WithMaxPoolSize(conf.maxPoolSize)))
+		}
+		c, err := mongopool.NewClient(uri, copts...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return c, nil
 	}
-	copts = append(copts, mongopool.WithLogger(log))
-	client, err := mongopool.NewClient(uri, copts...)
-	if err != nil {
-		return fmt.Errorf("-upstream: %w", err)
-	}
-	defer client.Close()
-	p, err := proxy.New(client, o.cfg)
+	client, err := newClient("-upstream", uri)
 	if err != nil {
 		return err
 	}
+	defer client.Close()
+	clients := []*mongopool.Client{client}
+	cfg := conf.cfg
+	cfg.Users = conf.users
+	for _, spec := range o.upstreamAs {
+		name, u, ok := strings.Cut(spec, "=")
+		if !ok || name == "" || u == "" {
+			return fmt.Errorf("-upstream-as %q: want NAME=URI", spec)
+		}
+		if cfg.Upstreams == nil {
+			cfg.Upstreams = map[string]*mongopool.Client{}
+		}
+		if _, dup := cfg.Upstreams[name]; dup {
+			return fmt.Errorf("-upstream-as: %q is given twice", name)
+		}
+		c, err := newClient("-upstream-as "+name, u)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		cfg.Upstreams[name] = c
+		clients = append(clients, c)
+	}
+	p, err := proxy.New(client, cfg)
+	if err != nil {
+		return err
+	}
+	var tlsConf atomic.Pointer[tls.Config]
+	tlsConf.Store(conf.tls)
+
 	type listener struct {
 		ln      net.Listener
 		persona proxy.Persona
@@ -140,10 +342,17 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) er
 		persona proxy.Persona
 	}{{o.listen, proxy.Mongos}, {o.lb, proxy.LoadBalancer}} {
 		for _, addr := range group.addrs {
-			ln, err := net.Listen("tcp", addr)
+			ln, err := listen(ctx, addr, o.reusePort)
 			if err != nil {
 				closeAll()
 				return fmt.Errorf("listening: %w", err)
+			}
+			if conf.tls != nil {
+				// Each handshake takes the TLS configuration of the
+				// moment: a reload changes it for the next clients.
+				ln = tls.NewListener(ln, &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+					return tlsConf.Load(), nil
+				}})
 			}
 			lns = append(lns, listener{ln, group.persona})
 		}
@@ -173,17 +382,33 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) er
 	errc := make(chan error, len(lns))
 	for _, l := range lns {
 		go func() { errc <- p.Serve(l.ln, l.persona) }()
+		suffix := ""
 		if l.persona == proxy.LoadBalancer {
-			fmt.Fprintf(stdout, "listening on %s (load balancer)\n", l.ln.Addr())
-		} else {
-			fmt.Fprintf(stdout, "listening on %s\n", l.ln.Addr())
+			suffix = " (load balancer)"
 		}
+		if conf.tls != nil {
+			suffix += " (TLS)"
+		}
+		fmt.Fprintf(stdout, "listening on %s%s\n", l.ln.Addr(), suffix)
 	}
 	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-errc:
-		log.Error("a listener failed; draining", "error", serveErr)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case serveErr = <-errc:
+			log.Error("a listener failed; draining", "error", serveErr)
+			break loop
+		case <-reload:
+			if err := applyReload(o, p, clients, &tlsConf); err != nil {
+				log.Error("reload refused; the running configuration is kept", "error", err)
+				fmt.Fprintf(stdout, "reload refused: %v\n", err)
+			} else {
+				log.Info("reloaded the configuration")
+				fmt.Fprintln(stdout, "reloaded")
+			}
+		}
 	}
 	log.Info("draining", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
@@ -197,6 +422,84 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer) er
 		return serveErr
 	}
 	return nil
+}
+
+// applyReload reads the configuration files again and applies them: all
+// of them, or, when one is bad, none.
+func applyReload(o *flags, p *proxy.Proxy, clients []*mongopool.Client, tlsConf *atomic.Pointer[tls.Config]) error {
+	conf, err := o.load()
+	if err != nil {
+		return err
+	}
+	if (conf.tls == nil) != (tlsConf.Load() == nil) {
+		return errors.New("TLS cannot be turned on or off by a reload: restart the proxy")
+	}
+	if (conf.users == nil) != (o.usersFile == "") {
+		return errors.New("the users file is gone")
+	}
+	if err := p.Reconfigure(conf.cfg); err != nil {
+		return err
+	}
+	if conf.users != nil {
+		if err := p.SetUsers(conf.users); err != nil {
+			return err
+		}
+	}
+	if conf.maxPoolSize > 0 {
+		for _, c := range clients {
+			if err := c.Reconfigure(pool.WithMaxPoolSize(conf.maxPoolSize)); err != nil {
+				return fmt.Errorf("maxPoolSize: %w", err)
+			}
+		}
+	}
+	if conf.tls != nil {
+		tlsConf.Store(conf.tls)
+	}
+	return nil
+}
+
+// runUser derives a users file entry from a password read from stdin, and
+// prints it.
+func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("mongopool-proxy user", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "admin", "the user's authentication database")
+	upstream := fs.String("upstream", "", "the upstream credential (an -upstream-as NAME) whose pools serve the user; empty: -upstream's")
+	mechs := fs.String("mechanisms", "SCRAM-SHA-256", "the mechanisms, comma-separated: SCRAM-SHA-256, SCRAM-SHA-1")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] NAME < password")
+		fmt.Fprintln(stderr, "Reads the password from the first line of the standard input and prints the users file entry, with the SCRAM keys and never the password.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	data, err := io.ReadAll(io.LimitReader(stdin, 1<<16))
+	if err != nil {
+		fmt.Fprintln(stderr, "mongopool-proxy user: reading the password:", err)
+		return 1
+	}
+	password, _, _ := strings.Cut(string(data), "\n")
+	password = strings.TrimSuffix(password, "\r")
+	if password == "" {
+		fmt.Fprintln(stderr, "mongopool-proxy user: no password on the standard input")
+		return 2
+	}
+	u, err := proxy.DeriveUser(fs.Arg(0), *db, password, *upstream, strings.Split(*mechs, ",")...)
+	if err != nil {
+		fmt.Fprintln(stderr, "mongopool-proxy user:", err)
+		return 2
+	}
+	out, _ := json.MarshalIndent(u, "", "  ")
+	fmt.Fprintf(stdout, "%s\n", out)
+	return 0
 }
 
 // redactURI hides the password of a connection string.
