@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -437,29 +438,10 @@ const queryFailure = 1 << 1
 // current servers give.
 func (cc *clientConn) handleQuery(h wire.Header, msg []byte) bool {
 	cc.p.stats.local.Add(1)
-	body := msg[wire.HeaderSize:]
-	if len(body) < 4 {
+	ns, cmd, ok := parseOpQuery(msg)
+	if !ok {
+		cc.p.log.Debug("proxy: an invalid OP_QUERY", "conn", cc.id)
 		return false
-	}
-	body = body[4:] // flags
-	end := 0
-	for end < len(body) && body[end] != 0 {
-		end++
-	}
-	if end == len(body) || len(body) < end+1+8+5 {
-		return false
-	}
-	ns := string(body[:end])
-	docBytes := body[end+1+8:]
-	doc, _, ok := bsoncore.ReadDocument(docBytes)
-	if !ok || doc.Validate() != nil {
-		return false
-	}
-	cmd := bson.Raw(doc)
-	if q, err := cmd.LookupErr("$query"); err == nil {
-		if d, ok := q.DocumentOK(); ok {
-			cmd = d
-		}
 	}
 	ex := exchangeOf{responseTo: h.RequestID, received: time.Now()}
 	name := ""
@@ -471,6 +453,31 @@ func (cc *clientConn) handleQuery(h wire.Header, msg []byte) bool {
 	}
 	return cc.writeReply(h.RequestID, queryFailure, errorReply(cc.dbuf, codeUnsupportedOpQuery,
 		fmt.Sprintf("Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", name)))
+}
+
+// parseOpQuery reads an OP_QUERY (header included): its namespace and its
+// query document (unwrapped from $query). ok is false for bytes that do
+// not form one.
+func parseOpQuery(msg []byte) (ns string, cmd bson.Raw, ok bool) {
+	if len(msg) < wire.HeaderSize+4 {
+		return "", nil, false
+	}
+	body := msg[wire.HeaderSize+4:] // past the header and the flags
+	end := bytes.IndexByte(body, 0)
+	if end < 0 || len(body) < end+1+8+5 {
+		return "", nil, false
+	}
+	doc, _, ok := bsoncore.ReadDocument(body[end+1+8:])
+	if !ok || doc.Validate() != nil {
+		return "", nil, false
+	}
+	cmd = bson.Raw(doc)
+	if q, err := cmd.LookupErr("$query"); err == nil {
+		if d, ok := q.DocumentOK(); ok {
+			cmd = d
+		}
+	}
+	return string(body[:end]), cmd, true
 }
 
 // writeReply writes doc in an OP_REPLY answering responseTo.
