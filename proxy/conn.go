@@ -360,7 +360,7 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	}
 	awaitable := h.hasTV && h.hasMaxAwait && !opQuery
 	if awaitable && h.tvProcess == p.processID && h.tvCounter == st.counter {
-		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+		if st, err = cc.awaitChange(st, h.maxAwait, nil); err != nil {
 			return false
 		}
 	}
@@ -369,7 +369,15 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	}
 	// The streaming protocol: a reply with moreToCome, then another each
 	// maxAwaitTimeMS or at a change, each answering the one before, until
-	// the client hangs up.
+	// the client hangs up. The client sends nothing meanwhile: a read
+	// that returns is its hang-up (or a breach of the protocol), which
+	// ends the stream at once rather than at the next reply.
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		cc.br.Read(b[:])
+		close(gone)
+	}()
 	for {
 		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st, nil)
 		id, ok := cc.writeMsg(ex, wire.MoreToCome, cc.dbuf)
@@ -377,15 +385,16 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 			return false
 		}
 		ex.responseTo = id
-		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+		if st, err = cc.awaitChange(st, h.maxAwait, gone); err != nil {
 			return false
 		}
 	}
 }
 
 // awaitChange waits up to d for the hello state to change from st, and
-// returns the state then; an error when the proxy closes or drains.
-func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState, error) {
+// returns the state then; an error when the proxy closes or drains, or
+// gone is closed.
+func (cc *clientConn) awaitChange(st *helloState, d time.Duration, gone <-chan struct{}) (*helloState, error) {
 	p := cc.p
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -395,6 +404,8 @@ func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState,
 	case <-cc.drainCh:
 		return nil, ErrClosed
 	case <-p.ctx.Done():
+		return nil, ErrClosed
+	case <-gone:
 		return nil, ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.conf().QueueTimeout)
