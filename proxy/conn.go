@@ -257,6 +257,9 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	case "proxyStatus":
 		p.stats.local.Add(1)
 		return cc.proxyStatus(ex, m.Body)
+	case "proxyPause", "proxyResume":
+		p.stats.local.Add(1)
+		return cc.pauseCommand(ex, req.name, m.Body)
 	case "getMore":
 		return cc.getMore(ex, &req, m.Sequences)
 	case "killCursors":

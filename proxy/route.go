@@ -410,6 +410,16 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 	}
 	qctx, cancel := context.WithDeadline(p.ctx, deadline)
 	defer cancel()
+	if err := p.waitResumed(qctx, cc.up); err != nil {
+		p.queued.Add(-1)
+		if byMaxTime && p.ctx.Err() == nil {
+			p.stats.maxTimeExpired.Add(1)
+			return nil, "", &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit (waiting for a paused upstream)"}
+		}
+		p.stats.overloaded.Add(1)
+		return nil, "", &upstreamError{code: codeOverloaded, labels: overloadLabels,
+			msg: "proxy: the upstream is paused (for maintenance) and did not resume within the operation's wait; retry later"}
+	}
 	expired := false
 	fn := func(conn *connection.Conn) error {
 		p.queued.Add(-1)

@@ -53,6 +53,27 @@ func startAdmin(ln net.Listener, client *mongopool.Client, p *proxy.Proxy, log *
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+	// Pause and resume an upstream ("upstream" names an -upstream-as; none:
+	// -upstream's): POST /pause?upstream=NAME&timeout=30s, POST /resume.
+	mux.HandleFunc("POST /pause", func(w http.ResponseWriter, r *http.Request) {
+		timeout, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil {
+			http.Error(w, "pause: give timeout, a duration after which the proxy resumes by itself (timeout=30s)", http.StatusBadRequest)
+			return
+		}
+		if err := p.Pause(r.URL.Query().Get("upstream"), timeout); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "paused")
+	})
+	mux.HandleFunc("POST /resume", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Resume(r.URL.Query().Get("upstream")); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "resumed")
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/", http.StatusFound)
 	})

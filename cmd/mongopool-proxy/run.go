@@ -466,8 +466,9 @@ func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	db := fs.String("db", "admin", "the user's authentication database")
 	upstream := fs.String("upstream", "", "the upstream credential (an -upstream-as NAME) whose pools serve the user; empty: -upstream's")
 	mechs := fs.String("mechanisms", "SCRAM-SHA-256", "the mechanisms, comma-separated: SCRAM-SHA-256, SCRAM-SHA-1")
+	admin := fs.Bool("admin", false, "the user may pause and resume the proxy's upstreams (proxyPause, proxyResume)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] NAME < password")
+		fmt.Fprintln(stderr, "Usage: mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] [-admin] NAME < password")
 		fmt.Fprintln(stderr, "Reads the password from the first line of the standard input and prints the users file entry, with the SCRAM keys and never the password.")
 		fs.PrintDefaults()
 	}
@@ -497,6 +498,7 @@ func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mongopool-proxy user:", err)
 		return 2
 	}
+	u.Admin = *admin
 	out, _ := json.MarshalIndent(u, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", out)
 	return 0
