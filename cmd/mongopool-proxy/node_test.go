@@ -35,8 +35,10 @@ var nodePackages = filepath.Join("..", "mongotest", "nodetest")
 // proxies run here, in-process, in front of mongotest commands built from
 // ../mongotest: a replica set of three (proxies A and B, side by side; C,
 // whose upstream connections are compressed with snappy) and a sharded
-// cluster of two mongoses and two shards (proxy D). The tests get their
-// URIs and the control endpoints' URLs from the environment.
+// cluster of two mongoses and two shards (proxy D); proxy E, in front of
+// the replica set too, authenticates its clients (-users: SCRAM users and
+// an X.509 one) over TLS. The tests get their URIs, the control endpoints'
+// URLs, the users' passwords and the TLS files from the environment.
 //
 // Without Node.js 20.19 or later, or without the npm packages, it is
 // skipped, unless CI=true: CI installs them, and their absence there is a
@@ -73,6 +75,8 @@ func TestNode(t *testing.T) {
 	b, _ := proxy("B", rs.uri, "-listen")
 	c, _ := proxy("C", withOption(rs.uri, "compressors", "snappy"), "-listen")
 	d, _ := proxy("D", sc.uri, "-listen")
+	// Proxy E authenticates its clients, over TLS only.
+	authn := startAuthProxy(t, rs.uri, &prefixWriter{prefix: "proxy E: ", w: &logs})
 
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
 	defer cancel()
@@ -91,6 +95,10 @@ func TestNode(t *testing.T) {
 		"PROXY_SHARDED_URI=mongodb://"+d[0]+"/",
 		"MONGOTEST_CONTROL="+rs.control,
 		"MONGOTEST_SHARDED_CONTROL="+sc.control,
+		"PROXY_AUTH_URI=mongodb://"+authn.addr+"/",
+		"PROXY_AUTH_USERS="+authn.passwordsJSON(t),
+		"PROXY_TLS_CA_FILE="+authn.pki.CAFile,
+		"PROXY_TLS_CLIENT_FILE="+authn.pki.ClientFile,
 		"NO_COLOR=1",
 	)
 	// node and everything it starts (a process per test file, mongosh) are
