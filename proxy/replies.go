@@ -27,6 +27,9 @@ const (
 )
 
 var codeNames = map[int32]string{
+	codeUnauthorized:                  "Unauthorized",
+	codeProtocolError:                 "ProtocolError",
+	codeMechanismUnavailable:          "MechanismUnavailable",
 	codeBadValue:                      "BadValue",
 	codeHostUnreachable:               "HostUnreachable",
 	codeFailedToParse:                 "FailedToParse",

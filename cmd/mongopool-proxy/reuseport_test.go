@@ -53,7 +53,6 @@ func TestReusePortTwoProcesses(t *testing.T) {
 // with the flags of the old one, admin listener included (-admin, whose
 // default is 127.0.0.1:9218): it must start.
 func TestReusePortSameAdminAddress(t *testing.T) {
-	t.Skip("daemon bug: with -reuse-port the admin listener is still opened without SO_REUSEPORT (run.go: net.Listen(\"tcp\", o.admin)), so the new process of a rolling restart, given the old one's flags, exits with \"the admin listener: ... address already in use\"")
 	reusePortOrSkip(t)
 	old, _, admin := startCommand(t, "-reuse-port", "-listen", "127.0.0.1:0")
 	ctx, cancel := context.WithCancel(t.Context())

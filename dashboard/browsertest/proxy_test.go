@@ -258,7 +258,6 @@ func TestProxyDaemonDashboard(t *testing.T) {
 // its traffic makes), as the page does for a pool whose events reach the
 // dashboard's EventHandler.
 func TestProxyDaemonDashboardEvents(t *testing.T) {
-	t.Skip("daemon bug: cmd/mongopool-proxy's admin listener adds the upstream pools to the dashboard (AddSource) but never gives the upstream client the dashboard's EventHandler, so each panel says that no event handler has seen its pool's events: clears and closes are not listed")
 	b := startBrowser(t, 1400, 1000)
 	d := startProxyDaemon(t, buildProxyDaemon(t))
 	proxyWork(t, d.listen, 4)

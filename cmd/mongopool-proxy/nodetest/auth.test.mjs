@@ -111,9 +111,6 @@ describe('client authentication through the proxy, over TLS', () => {
   // shells show the codeName.
   test(
     "no credentials: the error's codeName is Unauthorized, as mongod's",
-    {
-      skip: "proxy bug: the proxy's Unauthorized (13) replies carry no codeName (proxy/replies.go's codeNames has no entry for codeUnauthorized)",
-    },
     async () => {
       const client = newClient(authURI(null));
       await client.connect();
