@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -406,5 +407,26 @@ func TestAdminPauseResume(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the held insert did not end after the resume")
+	}
+}
+
+// Several certificates: the client's server name (SNI) picks one.
+func TestTLSCertificateBySNI(t *testing.T) {
+	rs := startRS(t)
+	one, two := testpki.New(t, "one.test"), testpki.New(t, "two.test")
+	d := startDaemon(t, "-upstream", rs.URI(), "-listen", "127.0.0.1:0",
+		"-tls-cert", one.ServerCertFile, "-tls-key", one.ServerKeyFile, "-tls-cert", two.ServerCertFile, "-tls-key", two.ServerKeyFile)
+	for _, c := range []struct {
+		name string
+		pki  *testpki.PKI
+	}{{"one.test", one}, {"two.test", two}} {
+		conn, err := tls.Dial("tcp", d.addr, &tls.Config{ServerName: c.name, RootCAs: c.pki.CAPool})
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", c.name, err)
+		}
+		if got := conn.ConnectionState().PeerCertificates[0].DNSNames; len(got) == 0 || got[0] != c.name {
+			t.Fatalf("the certificate for %s names %v", c.name, got)
+		}
+		conn.Close()
 	}
 }
