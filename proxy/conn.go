@@ -36,10 +36,11 @@ type clientConn struct {
 	id      int64
 	persona Persona
 	br      *bufio.Reader
-	rbuf    []byte // the request, reused
-	wbuf    []byte // the reply's message, reused
-	cbuf    []byte // a compressed reply, reused
-	dbuf    []byte // a reply document the proxy builds, reused
+	hdr     [wire.HeaderSize]byte // a request's header, as it is read
+	rbuf    []byte                // the request, reused
+	wbuf    []byte                // the reply's message, reused
+	cbuf    []byte                // a compressed reply, reused
+	dbuf    []byte                // a reply document the proxy builds, reused
 
 	refuse       bool // beyond MaxClientConns: answer the first command with an error, then close
 	handshaken   bool
@@ -143,7 +144,7 @@ func (cc *clientConn) serve() {
 // arrive, so a client that claims a large message and sends little costs
 // little.
 func (cc *clientConn) readMessage() ([]byte, error) {
-	var hdr [wire.HeaderSize]byte
+	hdr := cc.hdr[:]
 	if _, err := io.ReadFull(cc.br, hdr[:1]); err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ func (cc *clientConn) readMessage() ([]byte, error) {
 	if length < wire.HeaderSize || length > maxMessageSize {
 		return nil, fmt.Errorf("a message declares %d bytes, outside [%d, %d]: closing the connection", length, wire.HeaderSize, maxMessageSize)
 	}
-	buf := append(cc.rbuf[:0], hdr[:]...)
+	buf := append(cc.rbuf[:0], hdr...)
 	for len(buf) < int(length) {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(max(2*cap(buf), 4096), int(length)))
