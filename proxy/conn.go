@@ -64,6 +64,12 @@ type clientConn struct {
 	opened     time.Time
 	operations atomic.Int64
 
+	// ctx is the proxy's, for this connection's upstream exchanges: the
+	// waits of those register with it, each connection's own, rather than
+	// all with the proxy's one context (whose lock they would share).
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	busy atomic.Bool // from a request's first byte to its reply
 
 	drainOnce sync.Once
@@ -80,6 +86,7 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		opened:  time.Now(),
 		drainCh: make(chan struct{}),
 	}
+	cc.ctx, cc.cancel = context.WithCancel(p.ctx)
 	if !p.authRequired() {
 		cc.up = p.client
 	}
@@ -109,6 +116,7 @@ func (cc *clientConn) draining() bool {
 // serve runs the connection until the client hangs up, breaks the
 // protocol, or the proxy closes or drains it.
 func (cc *clientConn) serve() {
+	defer cc.cancel()
 	defer cc.nc.Close()
 	defer cc.releaseLB()
 	first := true
@@ -185,7 +193,7 @@ func (cc *clientConn) handle(msg []byte) bool {
 			return false
 		}
 		comp := wire.CompressorID(msg[wire.HeaderSize+8])
-		inner, err := wire.DecompressContext(cc.p.ctx, msg, wire.DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: cc.p.offer})
+		inner, err := wire.DecompressContext(cc.ctx, msg, wire.DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: cc.p.offer})
 		if err != nil {
 			cc.p.log.Debug("proxy: a compressed message could not be decompressed", "conn", cc.id, "error", err)
 			return false
