@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,7 @@ type flags struct {
 	tlsCA           string
 	tlsClientCerts  string
 	reusePort       bool
+	cpuProfile      string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -78,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
 	fs.StringVar(&o.tlsClientCerts, "tls-client-certs", "", "none, verify-if-given or require (default: verify-if-given with -tls-ca, none without)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (for go tool pprof)")
 	fs.BoolVar(&o.reusePort, "reuse-port", false, "listen with SO_REUSEPORT, so that a new process can take the port over while this one drains (a rolling restart)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -137,6 +140,20 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.cfg.Logger = log
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "mongopool-proxy: -cpuprofile:", err)
+			return 1
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}()
+	}
 	if err := serve(ctx, o, log, stdout, reload); err != nil {
 		fmt.Fprintln(stderr, "mongopool-proxy:", err)
 		return 1
