@@ -254,6 +254,14 @@ func (b *ProxyBench) Run() (err error) {
 	b.Report.Server = b.server.describe()
 	b.Report.Config = b.cfg
 
+	// Memory first, while the server has not grown its heap for the load.
+	if b.cfg.IdleClients > 0 {
+		for _, t := range b.targets {
+			b.progress("memory: %s with %d idle clients", t.name, b.cfg.IdleClients)
+			m := b.idleMemory(t, b.cfg.IdleClients)
+			b.Report.Memory = append(b.Report.Memory, m)
+		}
+	}
 	for _, n := range b.cfg.Clients {
 		runs := map[string][]proxyRun{}
 		for round := range b.cfg.Rounds {
@@ -267,13 +275,6 @@ func (b *ProxyBench) Run() (err error) {
 		}
 		for _, t := range b.targets {
 			b.Report.Runs = append(b.Report.Runs, medianRun(runs[t.name]))
-		}
-	}
-	if b.cfg.IdleClients > 0 {
-		for _, t := range b.targets {
-			b.progress("memory: %s with %d idle clients", t.name, b.cfg.IdleClients)
-			m := b.idleMemory(t, b.cfg.IdleClients)
-			b.Report.Memory = append(b.Report.Memory, m)
 		}
 	}
 	b.Report.Elapsed = time.Since(began)
