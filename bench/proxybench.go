@@ -252,6 +252,9 @@ func (b *ProxyBench) Run() (err error) {
 	}()
 	b.progress("server %s (primary %s, pid %d), %d documents", b.server.uri, b.server.primary, b.server.proc.pid(), b.cfg.Docs)
 	b.Report.Server = b.server.describe()
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		b.Report.LoadAvg = strings.Join(strings.Fields(string(la))[:3], " ")
+	}
 	b.Report.Config = b.cfg
 
 	// Memory first, while the server has not grown its heap for the load.
@@ -270,6 +273,13 @@ func (b *ProxyBench) Run() (err error) {
 				b.progress("%d clients, %s, round %d of %d", n, t.name, round+1, b.cfg.Rounds)
 				r := b.runOne(t, n)
 				b.progress("  %s", r.summary())
+				if r.Exit != "" {
+					last := ""
+					if len(r.Output) > 0 {
+						last = "; its last: " + r.Output[len(r.Output)-1]
+					}
+					b.progress("  %s: %s, %d lines of output%s", t.name, r.Exit, r.Lines, last)
+				}
 				runs[t.name] = append(runs[t.name], r)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 type ProxyReport struct {
 	Config  ProxyConfig
 	Server  string // what the server was
+	LoadAvg string // the machine's load averages when the run began
 	Elapsed time.Duration
 	Runs    []proxyRun // by number of clients, then target
 	Memory  []idleMem
@@ -226,6 +227,9 @@ func (r *ProxyReport) Write(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w, ".")
+	if r.LoadAvg != "" {
+		fmt.Fprintf(w, "Load averages (1, 5, 15 min) when the run began: %s.\n", r.LoadAvg)
+	}
 	for _, p := range cfg.Peers {
 		fmt.Fprintf(w, "Peer %s: `%s`.\n", p.Name, p.Template)
 	}

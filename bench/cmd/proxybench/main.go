@@ -90,9 +90,9 @@ func main() {
 	if err := b.Run(); err != nil {
 		fail(1, "%v", err)
 	}
-	fmt.Printf("# proxybench: %s, GOMAXPROCS %d, %d CPUs, %s/%s, %s, ran in %s\n",
+	fmt.Printf("# proxybench: %s, GOMAXPROCS %d, %d CPUs, %s/%s, `%s`, ran in %s\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH,
-		quoteArgs(os.Args[1:]), b.Report.Elapsed.Round(time.Second))
+		strings.TrimSpace("proxybench "+quoteArgs(os.Args[1:])), b.Report.Elapsed.Round(time.Second))
 	b.Report.Write(os.Stdout)
 	if *strict && len(b.Report.Failed()) > 0 {
 		os.Exit(1)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -34,7 +35,11 @@ func main() {
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			log.Fatal(err)
+			// Out of file descriptors, say: the client waits in the
+			// backlog until one is free.
+			log.Print(err)
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		go forward(c, *upstream)
 	}
