@@ -335,6 +335,12 @@ func (b *ProxyBench) build() error {
 			if b.cfg.MaxPoolSize > 0 {
 				args = append(args, "-max-pool-size", strconv.Itoa(b.cfg.MaxPoolSize))
 			}
+			// Its admin HTTP listener's default port is fixed: two
+			// proxies, this one and another on the machine, would fight
+			// for it.
+			if !slices.ContainsFunc(b.cfg.ProxyArgs, func(a string) bool { return strings.HasPrefix(strings.TrimLeft(a, "-"), "admin") }) {
+				args = append(args, "-admin=")
+			}
 			return exec.Command(bin, append(args, b.cfg.ProxyArgs...)...)
 		}})
 	}

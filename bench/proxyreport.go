@@ -222,7 +222,7 @@ func (r *ProxyReport) Write(w io.Writer) {
 		fmt.Fprintf(w, ", %d rounds (the targets in turn), the run of median throughput shown", cfg.Rounds)
 	}
 	if slices.Contains(r.targets(), ProxyTarget) {
-		fmt.Fprintf(w, "; mongopool-proxy with -max-pool-size %d", cfg.MaxPoolSize)
+		fmt.Fprintf(w, "; mongopool-proxy with -max-pool-size %d -admin=", cfg.MaxPoolSize)
 		if len(cfg.ProxyArgs) > 0 {
 			fmt.Fprintf(w, " %s", strings.Join(cfg.ProxyArgs, " "))
 		}
