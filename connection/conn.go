@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -20,6 +21,7 @@ import (
 // to interrupt a command in progress.
 type Conn struct {
 	nc            net.Conn
+	br            *bufio.Reader // reads nc: a reply's header and body in one read when it fits
 	address       string
 	desc          *handshake.Description
 	compressor    wire.CompressorID // negotiated; 0 (noop) for none
@@ -275,7 +277,7 @@ func (c *Conn) setDeadline(ctx context.Context) (time.Time, bool) {
 // when exhaust is set (the request had exhaustAllowed, or the reply
 // continues a stream); the connection then expects the next reply.
 func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, responseTo int32, exhaust bool) (bson.Raw, error) {
-	raw, err := wire.ReadMessage(c.nc, c.maxMessage)
+	raw, err := wire.ReadMessage(c.br, c.maxMessage)
 	if err != nil {
 		return nil, c.ioError(ctx, "reading the reply", err)
 	}
@@ -318,6 +320,10 @@ func sequencesSize(seqs []wire.Sequence) int {
 	}
 	return n
 }
+
+// readBufferSize is a connection's read buffer: a small reply (and the
+// header of any) comes in one read instead of two.
+const readBufferSize = 4 << 10
 
 // msgOverhead is what an OP_MSG adds to its body document: the header,
 // flagBits and the section's kind byte.

@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -89,6 +90,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 	}
 	c := &Conn{
 		nc:            nc,
+		br:            bufio.NewReaderSize(nc, readBufferSize),
 		address:       cfg.Address,
 		socketTimeout: cfg.SocketTimeout,
 		zlibLevel:     cfg.ZlibLevel,

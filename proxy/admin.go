@@ -202,6 +202,9 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	pd = bsoncore.AppendInt64Element(pd, "transactions", int64(st.Pins))
 	doc, _ = bsoncore.AppendDocumentEnd(pd, pidx)
 
+	if paused, until := p.Paused(""); paused {
+		doc = bsoncore.AppendDateTimeElement(doc, "pausedUntil", until.UnixMilli())
+	}
 	desc := p.client.Topology().Description()
 	doc = bsoncore.AppendStringElement(doc, "topologyType", desc.Type.String())
 	uidx, u := bsoncore.AppendArrayElementStart(doc, "upstreams")

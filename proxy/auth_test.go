@@ -3,8 +3,10 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -235,3 +237,40 @@ func TestUsersFile(t *testing.T) {
 	}
 	_ = context.Background
 }
+
+// A failed authentication is logged with who and from where, never with
+// a secret.
+func TestFailedAuthenticationLogged(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	var mu sync.Mutex
+	var buf strings.Builder
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(b)
+	}), nil))
+	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "alice", "right-pw", "")}, nil, proxy.Config{Logger: logger})
+	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://alice:wrong-s3cret@" + addr + "/").SetServerSelectionTimeout(2 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Disconnect(context.Background())
+	if err := cl.Ping(testContext(t), nil); err == nil {
+		t.Fatal("a wrong password got in")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	log := buf.String()
+	if !strings.Contains(log, "authentication failed") || !strings.Contains(log, "user=alice") || !strings.Contains(log, "remote=127.0.0.1:") {
+		t.Fatalf("the log does not say who failed from where:\n%s", log)
+	}
+	for _, secret := range []string{"wrong-s3cret", "right-pw", "payload"} {
+		if strings.Contains(log, secret) {
+			t.Fatalf("the log holds %q:\n%s", secret, log)
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

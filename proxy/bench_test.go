@@ -34,3 +34,25 @@ func BenchmarkFindByID(b *testing.B) {
 	}
 	_ = p
 }
+
+// BenchmarkFindByIDParallel is BenchmarkFindByID from 64 clients at once.
+func BenchmarkFindByIDParallel(b *testing.B) {
+	rs := startReplicaSet(b, 1)
+	_, addr := startProxy(b, rs.URI(), proxy.Mongos, proxy.Config{})
+	seed := dialRaw(b, addr)
+	seed.roundTrip(mustMarshal(b, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "x"}}}}, {Key: "$db", Value: "db"}}))
+	find := mustMarshal(b, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "db"}})
+	for _, target := range []struct{ name, addr string }{{"direct", rs.Primary().Addr()}, {"proxy", addr}} {
+		b.Run(target.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(32)
+			b.RunParallel(func(pb *testing.PB) {
+				c := dialRaw(b, target.addr)
+				c.nc.SetDeadline(time.Time{})
+				for pb.Next() {
+					c.roundTrip(find)
+				}
+			})
+		})
+	}
+}

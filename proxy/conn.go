@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -35,10 +36,11 @@ type clientConn struct {
 	id      int64
 	persona Persona
 	br      *bufio.Reader
-	rbuf    []byte // the request, reused
-	wbuf    []byte // the reply's message, reused
-	cbuf    []byte // a compressed reply, reused
-	dbuf    []byte // a reply document the proxy builds, reused
+	hdr     [wire.HeaderSize]byte // a request's header, as it is read
+	rbuf    []byte                // the request, reused
+	wbuf    []byte                // the reply's message, reused
+	cbuf    []byte                // a compressed reply, reused
+	dbuf    []byte                // a reply document the proxy builds, reused
 
 	refuse       bool // beyond MaxClientConns: answer the first command with an error, then close
 	handshaken   bool
@@ -62,6 +64,12 @@ type clientConn struct {
 	opened     time.Time
 	operations atomic.Int64
 
+	// ctx is the proxy's, for this connection's upstream exchanges: the
+	// waits of those register with it, each connection's own, rather than
+	// all with the proxy's one context (whose lock they would share).
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	busy atomic.Bool // from a request's first byte to its reply
 
 	drainOnce sync.Once
@@ -78,6 +86,7 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		opened:  time.Now(),
 		drainCh: make(chan struct{}),
 	}
+	cc.ctx, cc.cancel = context.WithCancel(p.ctx)
 	if !p.authRequired() {
 		cc.up = p.client
 	}
@@ -107,6 +116,7 @@ func (cc *clientConn) draining() bool {
 // serve runs the connection until the client hangs up, breaks the
 // protocol, or the proxy closes or drains it.
 func (cc *clientConn) serve() {
+	defer cc.cancel()
 	defer cc.nc.Close()
 	defer cc.releaseLB()
 	first := true
@@ -142,7 +152,7 @@ func (cc *clientConn) serve() {
 // arrive, so a client that claims a large message and sends little costs
 // little.
 func (cc *clientConn) readMessage() ([]byte, error) {
-	var hdr [wire.HeaderSize]byte
+	hdr := cc.hdr[:]
 	if _, err := io.ReadFull(cc.br, hdr[:1]); err != nil {
 		return nil, err
 	}
@@ -154,7 +164,7 @@ func (cc *clientConn) readMessage() ([]byte, error) {
 	if length < wire.HeaderSize || length > maxMessageSize {
 		return nil, fmt.Errorf("a message declares %d bytes, outside [%d, %d]: closing the connection", length, wire.HeaderSize, maxMessageSize)
 	}
-	buf := append(cc.rbuf[:0], hdr[:]...)
+	buf := append(cc.rbuf[:0], hdr...)
 	for len(buf) < int(length) {
 		if len(buf) == cap(buf) {
 			grown := make([]byte, len(buf), min(max(2*cap(buf), 4096), int(length)))
@@ -183,7 +193,7 @@ func (cc *clientConn) handle(msg []byte) bool {
 			return false
 		}
 		comp := wire.CompressorID(msg[wire.HeaderSize+8])
-		inner, err := wire.DecompressContext(cc.p.ctx, msg, wire.DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: cc.p.offer})
+		inner, err := wire.DecompressContext(cc.ctx, msg, wire.DecodeOptions{MaxMessageSize: maxMessageSize, Compressors: cc.p.offer})
 		if err != nil {
 			cc.p.log.Debug("proxy: a compressed message could not be decompressed", "conn", cc.id, "error", err)
 			return false
@@ -256,6 +266,9 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	case "proxyStatus":
 		p.stats.local.Add(1)
 		return cc.proxyStatus(ex, m.Body)
+	case "proxyPause", "proxyResume":
+		p.stats.local.Add(1)
+		return cc.pauseCommand(ex, req.name, m.Body)
 	case "getMore":
 		return cc.getMore(ex, &req, m.Sequences)
 	case "killCursors":
@@ -359,7 +372,7 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	}
 	awaitable := h.hasTV && h.hasMaxAwait && !opQuery
 	if awaitable && h.tvProcess == p.processID && h.tvCounter == st.counter {
-		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+		if st, err = cc.awaitChange(st, h.maxAwait, nil); err != nil {
 			return false
 		}
 	}
@@ -368,7 +381,15 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	}
 	// The streaming protocol: a reply with moreToCome, then another each
 	// maxAwaitTimeMS or at a change, each answering the one before, until
-	// the client hangs up.
+	// the client hangs up. The client sends nothing meanwhile: a read
+	// that returns is its hang-up (or a breach of the protocol), which
+	// ends the stream at once rather than at the next reply.
+	gone := make(chan struct{})
+	go func() {
+		var b [1]byte
+		cc.br.Read(b[:])
+		close(gone)
+	}()
 	for {
 		cc.dbuf = cc.appendHello(cc.dbuf[:0], h, st, nil)
 		id, ok := cc.writeMsg(ex, wire.MoreToCome, cc.dbuf)
@@ -376,15 +397,16 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 			return false
 		}
 		ex.responseTo = id
-		if st, err = cc.awaitChange(st, h.maxAwait); err != nil {
+		if st, err = cc.awaitChange(st, h.maxAwait, gone); err != nil {
 			return false
 		}
 	}
 }
 
 // awaitChange waits up to d for the hello state to change from st, and
-// returns the state then; an error when the proxy closes or drains.
-func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState, error) {
+// returns the state then; an error when the proxy closes or drains, or
+// gone is closed.
+func (cc *clientConn) awaitChange(st *helloState, d time.Duration, gone <-chan struct{}) (*helloState, error) {
 	p := cc.p
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -394,6 +416,8 @@ func (cc *clientConn) awaitChange(st *helloState, d time.Duration) (*helloState,
 	case <-cc.drainCh:
 		return nil, ErrClosed
 	case <-p.ctx.Done():
+		return nil, ErrClosed
+	case <-gone:
 		return nil, ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.conf().QueueTimeout)
@@ -437,29 +461,10 @@ const queryFailure = 1 << 1
 // current servers give.
 func (cc *clientConn) handleQuery(h wire.Header, msg []byte) bool {
 	cc.p.stats.local.Add(1)
-	body := msg[wire.HeaderSize:]
-	if len(body) < 4 {
+	ns, cmd, ok := parseOpQuery(msg)
+	if !ok {
+		cc.p.log.Debug("proxy: an invalid OP_QUERY", "conn", cc.id)
 		return false
-	}
-	body = body[4:] // flags
-	end := 0
-	for end < len(body) && body[end] != 0 {
-		end++
-	}
-	if end == len(body) || len(body) < end+1+8+5 {
-		return false
-	}
-	ns := string(body[:end])
-	docBytes := body[end+1+8:]
-	doc, _, ok := bsoncore.ReadDocument(docBytes)
-	if !ok || doc.Validate() != nil {
-		return false
-	}
-	cmd := bson.Raw(doc)
-	if q, err := cmd.LookupErr("$query"); err == nil {
-		if d, ok := q.DocumentOK(); ok {
-			cmd = d
-		}
 	}
 	ex := exchangeOf{responseTo: h.RequestID, received: time.Now()}
 	name := ""
@@ -471,6 +476,31 @@ func (cc *clientConn) handleQuery(h wire.Header, msg []byte) bool {
 	}
 	return cc.writeReply(h.RequestID, queryFailure, errorReply(cc.dbuf, codeUnsupportedOpQuery,
 		fmt.Sprintf("Unsupported OP_QUERY command: %s. The client driver may require an upgrade. For more details see https://dochub.mongodb.org/core/legacy-opcode-removal", name)))
+}
+
+// parseOpQuery reads an OP_QUERY (header included): its namespace and its
+// query document (unwrapped from $query). ok is false for bytes that do
+// not form one.
+func parseOpQuery(msg []byte) (ns string, cmd bson.Raw, ok bool) {
+	if len(msg) < wire.HeaderSize+4 {
+		return "", nil, false
+	}
+	body := msg[wire.HeaderSize+4:] // past the header and the flags
+	end := bytes.IndexByte(body, 0)
+	if end < 0 || len(body) < end+1+8+5 {
+		return "", nil, false
+	}
+	doc, _, ok := bsoncore.ReadDocument(body[end+1+8:])
+	if !ok || doc.Validate() != nil {
+		return "", nil, false
+	}
+	cmd = bson.Raw(doc)
+	if q, err := cmd.LookupErr("$query"); err == nil {
+		if d, ok := q.DocumentOK(); ok {
+			cmd = d
+		}
+	}
+	return string(body[:end]), cmd, true
 }
 
 // writeReply writes doc in an OP_REPLY answering responseTo.

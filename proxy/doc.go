@@ -32,5 +32,20 @@
 // with the SystemOverloadedError and RetryableError labels, on which current
 // drivers back off and retry.
 //
+// With Config.Users, clients authenticate to the proxy as they would to
+// mongod (SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509 over a TLS listener),
+// against stored SCRAM keys, never a password; each user's operations go
+// to the pools of its upstream credential (Config.Upstreams), and its
+// cursors and pinned transactions are its own. Reconfigure changes the
+// limits and SetUsers the users while the proxy runs; Pause and Resume
+// hold an upstream's new operations for a maintenance; Shutdown drains.
+//
+// The proxyStatus command (db.adminCommand({proxyStatus: 1}) from mongosh)
+// reports the proxy's clients (by application name and address), its
+// operations, queue and overload counts, its pinned cursors and
+// transactions and each upstream server's pool; Stats, Apps and Clients
+// give the same to Go, and metrics/prometheus's ProxyCollector to
+// Prometheus.
+//
 // The daemon is cmd/mongopool-proxy, a module of its own.
 package proxy

@@ -377,3 +377,78 @@ func wireMsg(t testing.TB, cmd bson.Raw) []byte {
 	}
 	return msg
 }
+
+func TestPauseAndResume(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	p, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{QueueTimeout: 5 * time.Second})
+	c := dialRaw(t, addr) // a loopback client: it may administer the proxy
+	count := mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "$db", Value: "db"}})
+	reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "proxyPause", Value: ""}, {Key: "timeoutMS", Value: 10000}, {Key: "$db", Value: "admin"}}))
+	if b, _ := reply.Lookup("paused").BooleanOK(); !b {
+		t.Fatalf("proxyPause: %v", reply)
+	}
+	// An operation waits while paused, and goes on at the resume.
+	waiter := dialRaw(t, addr)
+	id := waiter.send(count, 0, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Queued != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the operation did not wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// One with a short maxTimeMS fails with MaxTimeMSExpired meanwhile.
+	short := dialRaw(t, addr).roundTrip(mustMarshal(t, bson.D{{Key: "count", Value: "c"}, {Key: "maxTimeMS", Value: 50}, {Key: "$db", Value: "db"}}))
+	if short.Lookup("code").Int32() != 50 {
+		t.Fatalf("maxTimeMS 50 while paused: %v", short)
+	}
+	if n := rs.Primary().Stats().Commands["count"]; n != 0 {
+		t.Fatalf("%d counts reached the server while paused", n)
+	}
+	reply = c.roundTrip(mustMarshal(t, bson.D{{Key: "proxyResume", Value: ""}, {Key: "$db", Value: "admin"}}))
+	if b, _ := reply.Lookup("paused").BooleanOK(); b {
+		t.Fatalf("proxyResume: %v", reply)
+	}
+	h, _, body, _ := waiter.read()
+	if h.ResponseTo != id || body.Lookup("ok").Double() != 1 {
+		t.Fatalf("the held count after the resume: %v", body)
+	}
+	// A pause ends by itself at its timeout.
+	if err := p.Pause("", 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if c.roundTrip(count).Lookup("ok").Double() != 1 {
+		t.Fatal("a count after a pause that timed out")
+	}
+	if paused, _ := p.Paused(""); paused {
+		t.Fatal("the pause did not end at its timeout")
+	}
+	for _, bad := range []bson.D{
+		{{Key: "proxyPause", Value: "nosuch"}, {Key: "timeoutMS", Value: 10}, {Key: "$db", Value: "admin"}},
+		{{Key: "proxyPause", Value: ""}, {Key: "$db", Value: "admin"}},
+	} {
+		if c.roundTrip(mustMarshal(t, bad)).Lookup("ok").Double() != 0 {
+			t.Fatalf("%v succeeded", bad)
+		}
+	}
+}
+
+func TestPauseNeedsAnAdmin(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	admin, err := proxy.DeriveUser("root", "admin", "r", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Admin = true
+	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "app", "a", ""), admin}, nil, proxy.Config{})
+	ctx := testContext(t)
+	pause := bson.D{{Key: "proxyPause", Value: ""}, {Key: "timeoutMS", Value: 1000}}
+	err = driverClient(t, "mongodb://app:a@"+addr+"/").Database("admin").RunCommand(ctx, pause).Err()
+	var se mongo.ServerError
+	if !errors.As(err, &se) || !se.HasErrorCode(13) {
+		t.Fatalf("proxyPause by a user without admin: %v, want Unauthorized", err)
+	}
+	if err := driverClient(t, "mongodb://root:r@"+addr+"/").Database("admin").RunCommand(ctx, pause).Err(); err != nil {
+		t.Fatalf("proxyPause by an admin: %v", err)
+	}
+}

@@ -195,6 +195,7 @@ type Proxy struct {
 
 	nextConnID atomic.Int64
 	queued     atomic.Int64 // operations waiting for a server or connection
+	paused     atomic.Int32 // upstreams paused: 0 spares the hot path a look
 	longPolls  atomic.Int64 // awaitData getMores in flight
 	stats      counters
 
@@ -203,6 +204,7 @@ type Proxy struct {
 
 	mu        sync.Mutex              // protects following fields
 	apps      map[string]*appCounters // by application name
+	pauses    map[*mongopool.Client]*pause
 	listeners map[net.Listener]struct{}
 	conns     map[*clientConn]struct{}
 	closed    bool
@@ -235,6 +237,7 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 		authFails: newFailTable(),
 		started:   time.Now(),
 		apps:      map[string]*appCounters{otherApps: {}},
+		pauses:    map[*mongopool.Client]*pause{},
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*clientConn]struct{}{},
 		changed:   make(chan struct{}),
@@ -390,6 +393,9 @@ func (p *Proxy) accept(nc net.Conn, persona Persona) {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
+	for _, ps := range p.pauses {
+		ps.timer.Stop()
+	}
 	for ln := range p.listeners {
 		ln.Close()
 	}

@@ -9,6 +9,7 @@ import (
 
 // Codes of the errors the proxy answers itself, MongoDB's.
 const (
+	codeBadValue                      = 2
 	codeHostUnreachable               = 6
 	codeFailedToParse                 = 9
 	codeTypeMismatch                  = 14
@@ -26,6 +27,10 @@ const (
 )
 
 var codeNames = map[int32]string{
+	codeUnauthorized:                  "Unauthorized",
+	codeProtocolError:                 "ProtocolError",
+	codeMechanismUnavailable:          "MechanismUnavailable",
+	codeBadValue:                      "BadValue",
 	codeHostUnreachable:               "HostUnreachable",
 	codeFailedToParse:                 "FailedToParse",
 	codeTypeMismatch:                  "TypeMismatch",

@@ -47,7 +47,7 @@ var knownNames = func() map[string]string {
 		"findAndModify", "commitTransaction", "abortTransaction", "endSessions", "saslStart",
 		"saslContinue", "authenticate", "getnonce", "logout", "buildInfo", "buildinfo", "dbStats",
 		"collStats", "explain", "create", "drop", "createIndexes", "dropIndexes", "killSessions",
-		"mapReduce", "bulkWrite", "dropDatabase", "renameCollection", "startSession",
+		"mapReduce", "bulkWrite", "dropDatabase", "renameCollection", "startSession", "proxyStatus", "proxyPause", "proxyResume",
 	} {
 		m[n] = n
 	}

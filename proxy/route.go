@@ -408,8 +408,18 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 			deadline, byMaxTime = d, true
 		}
 	}
-	qctx, cancel := context.WithDeadline(p.ctx, deadline)
+	qctx, cancel := context.WithDeadline(cc.ctx, deadline)
 	defer cancel()
+	if err := p.waitResumed(qctx, cc.up); err != nil {
+		p.queued.Add(-1)
+		if byMaxTime && p.ctx.Err() == nil {
+			p.stats.maxTimeExpired.Add(1)
+			return nil, "", &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit (waiting for a paused upstream)"}
+		}
+		p.stats.overloaded.Add(1)
+		return nil, "", &upstreamError{code: codeOverloaded, labels: overloadLabels,
+			msg: "proxy: the upstream is paused (for maintenance) and did not resume within the operation's wait; retry later"}
+	}
 	expired := false
 	fn := func(conn *connection.Conn) error {
 		p.queued.Add(-1)
@@ -424,10 +434,10 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 			req.setMaxTime(left)
 		}
 		if ex.moreToCome {
-			return conn.SendMsg(p.ctx, req.body, seqs)
+			return conn.SendMsg(cc.ctx, req.body, seqs)
 		}
 		var e error
-		reply, e = conn.RoundTripMsg(p.ctx, req.body, seqs)
+		reply, e = conn.RoundTripMsg(cc.ctx, req.body, seqs)
 		return e
 	}
 	var doErr error

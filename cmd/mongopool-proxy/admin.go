@@ -16,6 +16,7 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/dashboard"
 	prommetrics "github.com/mongopool/mongopool/metrics/prometheus"
+	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/proxy"
 )
 
@@ -23,57 +24,105 @@ import (
 // proxy's metrics, its upstream pools' and the process's) and the
 // dashboard of the upstream pools at /dashboard/.
 type adminServer struct {
-	srv  *http.Server
-	dash *dashboard.Dashboard
-	ln   net.Listener
-	done chan struct{}
+	srv   *http.Server
+	dash  *dashboard.Dashboard
+	pools *prommetrics.Collector
+	ln    net.Listener
+	done  chan struct{}
 }
 
-// startAdmin serves the admin endpoints on ln.
-func startAdmin(ln net.Listener, client *mongopool.Client, p *proxy.Proxy, log *slog.Logger) (*adminServer, error) {
-	reg := prometheus.NewRegistry()
-	pools := prommetrics.NewCollector()
-	if err := pools.AddSource("upstream", client.Pools); err != nil {
-		return nil, err
-	}
-	for _, c := range []prometheus.Collector{pools, prommetrics.NewProxyCollector(p),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector()} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("admin: registering the metrics: %w", err)
-		}
-	}
+// newAdmin makes the admin endpoints' dashboard and collector, before the
+// upstream clients, whose pools give the dashboard their events (see
+// eventHandler).
+func newAdmin() (*adminServer, error) {
 	dash, err := dashboard.New()
 	if err != nil {
 		return nil, err
 	}
-	if err := dash.AddSource("upstream", client.Pools); err != nil {
-		dash.Close()
-		return nil, err
+	return &adminServer{dash: dash, pools: prommetrics.NewCollector(), done: make(chan struct{})}, nil
+}
+
+// sourceName is the name of an upstream's pools on the dashboard and in
+// the metrics: "upstream" for -upstream's, "upstream-NAME" for an
+// -upstream-as NAME.
+func sourceName(upstream string) string {
+	if upstream == "" {
+		return "upstream"
 	}
+	return "upstream-" + upstream
+}
+
+// eventHandler is the pool option that gives the dashboard the events of
+// an upstream's pools; none without an admin listener.
+func (a *adminServer) eventHandler(upstream string) []pool.Option {
+	if a == nil {
+		return nil
+	}
+	return []pool.Option{pool.WithEventHandler(a.dash.EventHandler(sourceName(upstream)))}
+}
+
+// addUpstream shows an upstream's pools on the dashboard and in the
+// metrics.
+func (a *adminServer) addUpstream(upstream string, c *mongopool.Client) error {
+	if err := a.pools.AddSource(sourceName(upstream), c.Pools); err != nil {
+		return err
+	}
+	return a.dash.AddSource(sourceName(upstream), c.Pools)
+}
+
+// serve serves the admin endpoints on ln.
+func (a *adminServer) serve(ln net.Listener, p *proxy.Proxy, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{a.pools, prommetrics.NewProxyCollector(p),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collectors.NewGoCollector()} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("admin: registering the metrics: %w", err)
+		}
+	}
+	dash := a.dash
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.Handle("/dashboard/", http.StripPrefix("/dashboard", dash))
+	// Pause and resume an upstream ("upstream" names an -upstream-as; none:
+	// -upstream's): POST /pause?upstream=NAME&timeout=30s, POST /resume.
+	mux.HandleFunc("POST /pause", func(w http.ResponseWriter, r *http.Request) {
+		timeout, err := time.ParseDuration(r.URL.Query().Get("timeout"))
+		if err != nil {
+			http.Error(w, "pause: give timeout, a duration after which the proxy resumes by itself (timeout=30s)", http.StatusBadRequest)
+			return
+		}
+		if err := p.Pause(r.URL.Query().Get("upstream"), timeout); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "paused")
+	})
+	mux.HandleFunc("POST /resume", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Resume(r.URL.Query().Get("upstream")); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "resumed")
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/", http.StatusFound)
 	})
-	a := &adminServer{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
-		dash: dash,
-		ln:   ln,
-		done: make(chan struct{}),
-	}
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.ln = ln
 	go func() {
 		defer close(a.done)
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("the admin listener failed", "error", err)
 		}
 	}()
-	return a, nil
+	return nil
 }
 
-// close stops the admin listener within ctx.
+// close stops the admin listener, if it serves, within ctx.
 func (a *adminServer) close(ctx context.Context) {
-	a.srv.Shutdown(ctx)
-	<-a.done
+	if a.srv != nil {
+		a.srv.Shutdown(ctx)
+		<-a.done
+	}
 	a.dash.Close()
 }

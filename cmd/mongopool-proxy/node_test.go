@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -18,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mongopool/mongopool/internal/nodejs"
 )
 
 // nodeTimeout bounds the Node.js tests: a quarter of a minute or so when
@@ -35,14 +35,16 @@ var nodePackages = filepath.Join("..", "mongotest", "nodetest")
 // proxies run here, in-process, in front of mongotest commands built from
 // ../mongotest: a replica set of three (proxies A and B, side by side; C,
 // whose upstream connections are compressed with snappy) and a sharded
-// cluster of two mongoses and two shards (proxy D). The tests get their
-// URIs and the control endpoints' URLs from the environment.
+// cluster of two mongoses and two shards (proxy D); proxy E, in front of
+// the replica set too, authenticates its clients (-users: SCRAM users and
+// an X.509 one) over TLS. The tests get their URIs, the control endpoints'
+// URLs, the users' passwords and the TLS files from the environment.
 //
 // Without Node.js 20.19 or later, or without the npm packages, it is
 // skipped, unless CI=true: CI installs them, and their absence there is a
 // failure.
 func TestNode(t *testing.T) {
-	node := nodeOrSkip(t)
+	node := nodejs.OrSkip(t, nodePackages)
 	files, err := filepath.Glob(filepath.Join("nodetest", "*.test.mjs"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no nodetest/*.test.mjs (%v)", err)
@@ -73,6 +75,8 @@ func TestNode(t *testing.T) {
 	b, _ := proxy("B", rs.uri, "-listen")
 	c, _ := proxy("C", withOption(rs.uri, "compressors", "snappy"), "-listen")
 	d, _ := proxy("D", sc.uri, "-listen")
+	// Proxy E authenticates its clients, over TLS only.
+	authn := startAuthProxy(t, rs.uri, &prefixWriter{prefix: "proxy E: ", w: &logs})
 
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
 	defer cancel()
@@ -91,13 +95,17 @@ func TestNode(t *testing.T) {
 		"PROXY_SHARDED_URI=mongodb://"+d[0]+"/",
 		"MONGOTEST_CONTROL="+rs.control,
 		"MONGOTEST_SHARDED_CONTROL="+sc.control,
+		"PROXY_AUTH_URI=mongodb://"+authn.addr+"/",
+		"PROXY_AUTH_USERS="+authn.passwordsJSON(t),
+		"PROXY_TLS_CA_FILE="+authn.pki.CAFile,
+		"PROXY_TLS_CLIENT_FILE="+authn.pki.ClientFile,
 		"NO_COLOR=1",
 	)
 	// node and everything it starts (a process per test file, mongosh) are
 	// one process group: a timeout kills them all, and what is left at the
 	// end is seen.
-	setProcessGroup(cmd)
-	cmd.Cancel = func() error { return killProcessGroup(cmd) }
+	nodejs.SetProcessGroup(cmd)
+	cmd.Cancel = func() error { return nodejs.KillProcessGroup(cmd) }
 	cmd.WaitDelay = 10 * time.Second
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
@@ -111,12 +119,12 @@ func TestNode(t *testing.T) {
 		t.Errorf("node --test: %v", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for processGroupAlive(cmd) && time.Now().Before(deadline) {
+	for nodejs.ProcessGroupAlive(cmd) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if processGroupAlive(cmd) {
+	if nodejs.ProcessGroupAlive(cmd) {
 		t.Errorf("processes of the Node.js tests are left after 10 s; killed")
-		killProcessGroup(cmd)
+		nodejs.KillProcessGroup(cmd)
 	}
 
 	// An honest count: tests ran, and passed.
@@ -131,70 +139,6 @@ func TestNode(t *testing.T) {
 		t.Logf("the proxies' logs:\n%s", logs.String())
 	}
 	t.Logf("Node.js: %d tests, %d passed, %d skipped", counts["tests"], counts["pass"], counts["skipped"])
-}
-
-// nodeOrSkip returns the path of node, or skips the test (fails it when
-// CI=true) without Node.js 20.19 or later or without the npm packages
-// pinned in nodePackages' package.json.
-func nodeOrSkip(t *testing.T) string {
-	t.Helper()
-	skip := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s (CI=true: .ci/run installs them)", msg)
-		}
-		t.Skip(msg)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		skip("node not found: the Node.js tests need Node.js 20.19 or later")
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		skip("node --version: %v", err)
-	}
-	if v := strings.TrimSpace(string(out)); !nodeRecentEnough(v) {
-		skip("node %s: the Node.js tests need 20.19 or later (the driver's engines)", v)
-	}
-	var pkg struct{ DevDependencies map[string]string }
-	data, err := os.ReadFile(filepath.Join(nodePackages, "package.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &pkg)
-	}
-	if err != nil {
-		t.Fatalf("%s: %v", filepath.Join(nodePackages, "package.json"), err)
-	}
-	for _, name := range []string{"mongodb", "mongosh"} {
-		want, ok := pkg.DevDependencies[name]
-		if !ok {
-			t.Fatalf("%s does not pin %s", filepath.Join(nodePackages, "package.json"), name)
-		}
-		var installed struct{ Version string }
-		data, err := os.ReadFile(filepath.Join(nodePackages, "node_modules", name, "package.json"))
-		if err == nil {
-			err = json.Unmarshal(data, &installed)
-		}
-		switch {
-		case err != nil:
-			skip("the npm package %s is not installed (%v): run npm ci --ignore-scripts in cmd/mongotest/nodetest", name, err)
-		case installed.Version != want:
-			skip("the npm package %s is at %s, not %s as pinned: run npm ci --ignore-scripts in cmd/mongotest/nodetest", name, installed.Version, want)
-		}
-	}
-	return node
-}
-
-// nodeRecentEnough reports whether the version "vMAJOR.MINOR.PATCH" is 20.19
-// or later.
-func nodeRecentEnough(v string) bool {
-	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	major, err1 := strconv.Atoi(parts[0])
-	minor, err2 := strconv.Atoi(parts[1])
-	return err1 == nil && err2 == nil && (major > 20 || major == 20 && minor >= 19)
 }
 
 // buildMongotest builds the mongotest command (../mongotest, a module of

@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -355,4 +357,76 @@ func TestRollingRestart(t *testing.T) {
 	}
 	t.Logf("%d acknowledged inserts through a rolling restart, none failed", n)
 	_ = next
+}
+
+func TestAdminPauseResume(t *testing.T) {
+	rs := startRS(t)
+	mongos, _, admin := startCommand(t, "-upstream", rs.URI(), "-listen", "127.0.0.1:0")
+	post := func(path string) int {
+		resp, err := http.Post("http://"+admin+path, "text/plain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/pause?timeout=bad"); code != http.StatusBadRequest {
+		t.Fatalf("a bad timeout: %d", code)
+	}
+	if code := post("/pause?timeout=30s"); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + mongos[0] + "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Database("db").Collection("c").InsertOne(context.Background(), bson.D{})
+		done <- err
+	}()
+	// The insert waits in the proxy's queue, as its metrics show.
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(httpGet(t, "http://"+admin+"/metrics"), "mongopool_proxy_queued_operations 1"); time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("an insert while paused ended: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the insert never queued")
+		}
+	}
+	if code := post("/resume"); code != http.StatusOK {
+		t.Fatalf("resume: %d", code)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the held insert: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held insert did not end after the resume")
+	}
+}
+
+// Several certificates: the client's server name (SNI) picks one.
+func TestTLSCertificateBySNI(t *testing.T) {
+	rs := startRS(t)
+	one, two := testpki.New(t, "one.test"), testpki.New(t, "two.test")
+	d := startDaemon(t, "-upstream", rs.URI(), "-listen", "127.0.0.1:0",
+		"-tls-cert", one.ServerCertFile, "-tls-key", one.ServerKeyFile, "-tls-cert", two.ServerCertFile, "-tls-key", two.ServerKeyFile)
+	for _, c := range []struct {
+		name string
+		pki  *testpki.PKI
+	}{{"one.test", one}, {"two.test", two}} {
+		conn, err := tls.Dial("tcp", d.addr, &tls.Config{ServerName: c.name, RootCAs: c.pki.CAPool})
+		if err != nil {
+			t.Fatalf("TLS to %s: %v", c.name, err)
+		}
+		if got := conn.ConnectionState().PeerCertificates[0].DNSNames; len(got) == 0 || got[0] != c.name {
+			t.Fatalf("the certificate for %s names %v", c.name, got)
+		}
+		conn.Close()
+	}
 }

@@ -282,18 +282,37 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 		uri = rs.URI()
 		log.Info("no -upstream: proxying an in-process test replica set", "uri", uri)
 	}
-	newClient := func(what, uri string) (*mongopool.Client, error) {
-		copts := []mongopool.ClientOption{mongopool.WithLogger(log)}
-		if conf.maxPoolSize > 0 {
-			copts = append(copts, mongopool.WithPoolOptions(pool.WithMaxPoolSize(conf.maxPoolSize)))
+	// The admin listener's dashboard comes first: the upstream clients'
+	// pools give it their events.
+	var admin *adminServer
+	if o.admin != "" {
+		if admin, err = newAdmin(); err != nil {
+			return err
 		}
-		c, err := mongopool.NewClient(uri, copts...)
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			admin.close(ctx)
+		}()
+	}
+	newClient := func(what, name, uri string) (*mongopool.Client, error) {
+		popts := admin.eventHandler(name)
+		if conf.maxPoolSize > 0 {
+			popts = append(popts, pool.WithMaxPoolSize(conf.maxPoolSize))
+		}
+		c, err := mongopool.NewClient(uri, mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
+		if admin != nil {
+			if err := admin.addUpstream(name, c); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
 		return c, nil
 	}
-	client, err := newClient("-upstream", uri)
+	client, err := newClient("-upstream", "", uri)
 	if err != nil {
 		return err
 	}
@@ -312,7 +331,7 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 		if _, dup := cfg.Upstreams[name]; dup {
 			return fmt.Errorf("-upstream-as: %q is given twice", name)
 		}
-		c, err := newClient("-upstream-as "+name, u)
+		c, err := newClient("-upstream-as "+name, name, u)
 		if err != nil {
 			return err
 		}
@@ -357,23 +376,19 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 			lns = append(lns, listener{ln, group.persona})
 		}
 	}
-	var admin *adminServer
-	if o.admin != "" {
-		ln, err := net.Listen("tcp", o.admin)
+	if admin != nil {
+		// With -reuse-port, the admin listener shares its port too: the
+		// new process of a rolling restart takes the old one's flags.
+		ln, err := listen(ctx, o.admin, o.reusePort)
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("the admin listener: %w", err)
 		}
-		if admin, err = startAdmin(ln, client, p, log); err != nil {
+		if err := admin.serve(ln, p, log); err != nil {
 			ln.Close()
 			closeAll()
 			return err
 		}
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			admin.close(ctx)
-		}()
 	}
 	fmt.Fprintf(stdout, "upstream: %s\n", redactURI(uri))
 	if admin != nil {
@@ -466,8 +481,9 @@ func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	db := fs.String("db", "admin", "the user's authentication database")
 	upstream := fs.String("upstream", "", "the upstream credential (an -upstream-as NAME) whose pools serve the user; empty: -upstream's")
 	mechs := fs.String("mechanisms", "SCRAM-SHA-256", "the mechanisms, comma-separated: SCRAM-SHA-256, SCRAM-SHA-1")
+	admin := fs.Bool("admin", false, "the user may pause and resume the proxy's upstreams (proxyPause, proxyResume)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] NAME < password")
+		fmt.Fprintln(stderr, "Usage: mongopool-proxy user [-db DB] [-upstream NAME] [-mechanisms LIST] [-admin] NAME < password")
 		fmt.Fprintln(stderr, "Reads the password from the first line of the standard input and prints the users file entry, with the SCRAM keys and never the password.")
 		fs.PrintDefaults()
 	}
@@ -497,6 +513,7 @@ func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mongopool-proxy user:", err)
 		return 2
 	}
+	u.Admin = *admin
 	out, _ := json.MarshalIndent(u, "", "  ")
 	fmt.Fprintf(stdout, "%s\n", out)
 	return 0

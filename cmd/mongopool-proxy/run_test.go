@@ -75,6 +75,7 @@ func startCommandLogging(t *testing.T, stderr io.Writer, args ...string) (mongos
 				admin, _, _ = strings.Cut(a, "/")
 			}
 			if addr, ok := strings.CutPrefix(line, "listening on "); ok {
+				addr = strings.TrimSuffix(addr, " (TLS)")
 				if a, isLB := strings.CutSuffix(addr, " (load balancer)"); isLB {
 					lb = append(lb, a)
 				} else {

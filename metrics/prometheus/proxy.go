@@ -21,7 +21,7 @@ func NewProxyCollector(p *proxy.Proxy) *ProxyCollector { return &ProxyCollector{
 var proxyDescs = struct {
 	clients, accepted, refused, appOps, appErrors, appConns              *prometheus.Desc
 	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
-	cursors, pins, longPolls                                             *prometheus.Desc
+	cursors, pins, longPolls, authFailures                               *prometheus.Desc
 }{
 	clients:       prometheus.NewDesc("mongopool_proxy_client_connections", "Client connections open now.", nil, nil),
 	accepted:      prometheus.NewDesc("mongopool_proxy_client_connections_accepted_total", "Client connections accepted.", nil, nil),
@@ -39,13 +39,14 @@ var proxyDescs = struct {
 	cursors:       prometheus.NewDesc("mongopool_proxy_cursors", "Cursors the proxy maps to their servers now.", nil, nil),
 	pins:          prometheus.NewDesc("mongopool_proxy_pinned_transactions", "Transactions pinned to a mongos now.", nil, nil),
 	longPolls:     prometheus.NewDesc("mongopool_proxy_long_polls", "getMores of awaitData cursors (change streams, tailable cursors) in flight now.", nil, nil),
+	authFailures:  prometheus.NewDesc("mongopool_proxy_auth_failures_total", "Failed authentications of clients (the log says who and from where, without secrets).", nil, nil),
 }
 
 // Describe sends the descriptions of the proxy's metrics.
 func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := proxyDescs
 	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors,
-		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls} {
+		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures} {
 		ch <- desc
 	}
 }
@@ -78,4 +79,5 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.cursors, float64(st.Cursors))
 	gauge(d.pins, float64(st.Pins))
 	gauge(d.longPolls, float64(st.LongPolls))
+	counter(d.authFailures, st.AuthFailures)
 }

@@ -15,6 +15,11 @@
 //   PROXY_SHARDED_URI         proxy D, in front of a sharded cluster (-mongos 2 -shards 2)
 //   MONGOTEST_CONTROL         the replica set's control endpoint
 //   MONGOTEST_SHARDED_CONTROL the sharded cluster's control endpoint
+//   PROXY_AUTH_URI            proxy E, in front of the replica set, which authenticates its
+//                             clients (-users) over TLS only
+//   PROXY_AUTH_USERS          its SCRAM users' passwords by name, in JSON (alice, bob)
+//   PROXY_TLS_CA_FILE         the CA that signed proxy E's certificate (PEM)
+//   PROXY_TLS_CLIENT_FILE     a client certificate and its key (PEM), an X.509 user of proxy E
 
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';

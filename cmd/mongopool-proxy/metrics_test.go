@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// TestMetricsLint scrapes /metrics of the admin listener after some
+// traffic, lints it as Prometheus' promtool would (promlint), and checks
+// that the per-application metrics carry the name the client gave in its
+// handshake.
+func TestMetricsLint(t *testing.T) {
+	const app = "metrics-lint-app"
+	mongos, _, admin := startCommand(t, "-listen", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + mongos[0] + "/").SetAppName(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	coll := c.Database("metrics").Collection("lint")
+	for i := range 5 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "i", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 5 {
+		t.Fatalf("count = %d, %v; want 5", n, err)
+	}
+	// An error of the application's: a command no server knows.
+	if err := c.Database("metrics").RunCommand(ctx, bson.D{{Key: "noSuchCommand", Value: 1}}).Err(); err == nil {
+		t.Fatal("an unknown command succeeded")
+	}
+
+	text := httpGet(t, "http://"+admin+"/metrics")
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatalf("linting /metrics: %v\n%s", err, text)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
+	}
+
+	// The client's connection, operations and error, under its name.
+	label := fmt.Sprintf(`{app=%q}`, app)
+	for _, m := range []struct {
+		name string
+		min  float64
+	}{
+		{"mongopool_proxy_app_connections", 1},
+		{"mongopool_proxy_app_operations_total", 6},
+		{"mongopool_proxy_app_errors_total", 1},
+	} {
+		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m.name+label) + ` (\S+)$`)
+		match := re.FindStringSubmatch(text)
+		if match == nil {
+			t.Errorf("/metrics has no %s%s", m.name, label)
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(match[1], &v); err != nil || v < m.min {
+			t.Errorf("%s%s = %s, want %v or more", m.name, label, match[1], m.min)
+		}
+	}
+	// The upstream pools: one per member of the test replica set.
+	if n := len(regexp.MustCompile(`(?m)^mongopool_max_connections\{[^}]*pool="upstream"`).FindAllString(text, -1)); n != 3 {
+		t.Errorf("%d upstream pools' mongopool_max_connections, want 3:\n%s", n, text)
+	}
+}
