@@ -445,11 +445,38 @@ func RunLoadWorker(in io.Reader, out io.Writer) int {
 
 // workerLoader is a group of clients in a worker process.
 type workerLoader struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	enc   *json.Encoder
-	dec   *json.Decoder
-	spec  LoadSpec
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	enc    *json.Encoder
+	dec    *json.Decoder
+	spec   LoadSpec
+	stderr lockedBuffer
+}
+
+// lockedBuffer keeps what a worker writes to its standard error, for the
+// errors that tell of its end.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) < 4096 {
+		b.buf = append(b.buf, p[:min(len(p), 4096-len(b.buf))]...)
+	}
+	return len(p), nil
+}
+
+// failed returns err, with what the worker wrote to its standard error.
+func (w *workerLoader) failed(err error) error {
+	w.stderr.mu.Lock()
+	defer w.stderr.mu.Unlock()
+	if len(w.stderr.buf) == 0 {
+		return fmt.Errorf("a load worker: %w", err)
+	}
+	return fmt.Errorf("a load worker: %w; its standard error: %s", err, w.stderr.buf)
 }
 
 func startWorker(cmd *exec.Cmd, spec LoadSpec) (*workerLoader, error) {
@@ -461,13 +488,14 @@ func startWorker(cmd *exec.Cmd, spec LoadSpec) (*workerLoader, error) {
 	if err != nil {
 		return nil, err
 	}
+	w := &workerLoader{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout), spec: spec}
+	cmd.Stderr = &w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting a load worker: %w", err)
 	}
-	w := &workerLoader{cmd: cmd, stdin: stdin, enc: json.NewEncoder(stdin), dec: json.NewDecoder(stdout), spec: spec}
 	if err := w.enc.Encode(spec); err != nil {
 		w.close()
-		return nil, fmt.Errorf("a load worker: %w", err)
+		return nil, w.failed(err)
 	}
 	return w, nil
 }
@@ -475,7 +503,7 @@ func startWorker(cmd *exec.Cmd, spec LoadSpec) (*workerLoader, error) {
 func (w *workerLoader) connect() (int, error) {
 	var c workerConnected
 	if err := w.dec.Decode(&c); err != nil {
-		return 0, fmt.Errorf("a load worker: %w", err)
+		return 0, w.failed(err)
 	}
 	if c.Err != "" {
 		return 0, fmt.Errorf("a load worker: %s", c.Err)
@@ -486,10 +514,10 @@ func (w *workerLoader) connect() (int, error) {
 func (w *workerLoader) run(start time.Time) (LoadResult, error) {
 	var r LoadResult
 	if err := w.enc.Encode(workerStart{start.UnixNano()}); err != nil {
-		return r, fmt.Errorf("a load worker: %w", err)
+		return r, w.failed(err)
 	}
 	if err := w.dec.Decode(&r); err != nil {
-		return r, fmt.Errorf("a load worker: %w", err)
+		return r, w.failed(err)
 	}
 	return r, nil
 }
