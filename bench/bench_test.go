@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -18,7 +19,14 @@ import (
 // TestMain fails the run if a goroutine outlives the tests: every pool,
 // client and server a shape starts, the peers' included, has to be closed
 // when it ends.
-func TestMain(m *testing.M) { leakcheck.Main(m) }
+// Run with loadWorkerEnv=1, the test binary is the proxy benchmark's load
+// worker, as the proxybench command is with -worker.
+func TestMain(m *testing.M) {
+	if os.Getenv(loadWorkerEnv) == "1" {
+		os.Exit(RunLoadWorker(os.Stdin, os.Stdout))
+	}
+	leakcheck.Main(m)
+}
 
 // TestSmoke runs every shape once on a tiny scale: the suite must keep
 // working, whatever the figures. It also checks what holds at any scale:

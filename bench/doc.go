@@ -5,5 +5,8 @@
 // never depends on what it is compared with.
 //
 // Run everything with `go run ./cmd/poolbench` (from this directory); the
-// micro-benchmarks also run under `go test -bench .`.
+// micro-benchmarks also run under `go test -bench .`. `go run
+// ./cmd/topobench` measures the clients' topology machinery, and `go run
+// ./cmd/proxybench` the pooling proxy, mongopool-proxy, against clients
+// connected straight to the test server and against other proxies.
 package bench
