@@ -274,3 +274,31 @@ func TestFailedAuthenticationLogged(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// The commands mongod runs before authentication work through the proxy
+// too: buildInfo (which shells send first), ping, endSessions.
+func TestCommandsBeforeAuthentication(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "alice", "a", "")}, nil, proxy.Config{})
+	c := dialRaw(t, addr)
+	c.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}))
+	for _, cmd := range []bson.D{
+		{{Key: "buildInfo", Value: 1}, {Key: "$db", Value: "admin"}},
+		{{Key: "buildinfo", Value: 1}, {Key: "$db", Value: "admin"}},
+		{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}},
+		{{Key: "endSessions", Value: bson.A{}}, {Key: "$db", Value: "admin"}},
+	} {
+		if reply := c.roundTrip(mustMarshal(t, cmd)); reply.Lookup("ok").Double() != 1 {
+			t.Fatalf("%v before authenticating: %v", cmd[0].Key, reply)
+		}
+	}
+	for _, name := range []string{"find", "getMore", "killCursors", "proxyStatus", "listDatabases"} {
+		var v any = "c"
+		if name == "getMore" {
+			v = int64(1)
+		}
+		if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: name, Value: v}, {Key: "$db", Value: "admin"}})); reply.Lookup("code").Int32() != 13 {
+			t.Fatalf("%s before authenticating: %v, want Unauthorized", name, reply)
+		}
+	}
+}

@@ -263,6 +263,13 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 			p.stats.local.Add(1)
 			return cc.reply(ex, okReply) // nothing of an unauthenticated client's to end
 		}
+	case "buildInfo", "buildinfo":
+		if cc.up == nil {
+			// Shells ask before they authenticate: the proxy's own
+			// client answers for the deployment.
+			cc.up = p.client
+			defer func() { cc.up = nil }()
+		}
 	case "proxyStatus":
 		p.stats.local.Add(1)
 		return cc.proxyStatus(ex, m.Body)
