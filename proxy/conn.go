@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,6 +119,14 @@ func (cc *clientConn) draining() bool {
 func (cc *clientConn) serve() {
 	defer cc.cancel()
 	defer cc.nc.Close()
+	defer func() {
+		// A bug in serving one client must not take every other down
+		// with the process: it ends this connection, loudly.
+		if r := recover(); r != nil {
+			cc.p.log.Error("proxy: a client connection's goroutine panicked; closing the connection", "conn", cc.id,
+				"remote", cc.nc.RemoteAddr().String(), "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
 	defer cc.releaseLB()
 	first := true
 	for {
