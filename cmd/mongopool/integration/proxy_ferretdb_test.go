@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/embedded"
+	"github.com/mongopool/mongopool/internal/nodejs"
 	"github.com/mongopool/mongopool/proxy"
 )
 
@@ -92,5 +97,49 @@ func TestProxyToFerretDB(t *testing.T) {
 		if n := pl.Stats().Total; n > 4 {
 			t.Fatalf("%d upstream connections, above maxPoolSize 4", n)
 		}
+	}
+}
+
+// TestNodeThroughProxyToFerretDB runs nodetest/'s Node.js tests, the official
+// Node.js driver and mongosh as pinned in cmd/mongotest/nodetest, through
+// the proxy to FerretDB.
+func TestNodeThroughProxyToFerretDB(t *testing.T) {
+	packages, err := filepath.Abs(filepath.Join("..", "..", "mongotest", "nodetest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := nodejs.OrSkip(t, packages)
+	s := startFerretDB(t, embedded.Options{})
+	client, err := mongopool.NewClient(s.URI() + "?maxPoolSize=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := proxy.New(client, proxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go p.Serve(ln, proxy.Mongos)
+	defer p.Close()
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "ferretdb.test.mjs")
+	cmd.Dir = "nodetest"
+	cmd.Env = append(os.Environ(), "PROXY_URI=mongodb://"+ln.Addr().String()+"/", "NODE_PACKAGES="+packages, "NO_COLOR=1")
+	nodejs.SetProcessGroup(cmd)
+	cmd.Cancel = func() error { return nodejs.KillProcessGroup(cmd) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test ferretdb.test.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("node --test: %v", err)
+	}
+	if !strings.Contains(string(out), "ℹ fail 0") || !strings.Contains(string(out), "ℹ skipped 0") {
+		t.Fatal("the Node.js tests did not all pass")
 	}
 }
