@@ -48,6 +48,12 @@ type Conn struct {
 	// next one answers.
 	moreToCome  bool
 	lastReplyID int32
+
+	// deadlineSet: the socket may have a deadline (setDeadline's, or the
+	// one a canceled context moved to the past), which an exchange without
+	// one must clear.
+	deadlineSet atomic.Bool
+	interruptFn func() // c.interrupt, bound once
 }
 
 // Address returns the server's address.
@@ -182,7 +188,7 @@ func (c *Conn) ReadMore(ctx context.Context) (bson.Raw, error) {
 	}
 	deadline, has := c.setDeadline(ctx)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		stop := context.AfterFunc(ctx, c.interruptFn)
 		defer stop()
 	}
 	reply, err := c.receive(ctx, deadline, has, c.lastReplyID, true)
@@ -242,7 +248,7 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence,
 	// past. A context that cannot be canceled needs no watch, which saves
 	// its allocations.
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+		stop := context.AfterFunc(ctx, c.interruptFn)
 		defer stop()
 	}
 
@@ -255,6 +261,13 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence,
 	return c.receive(ctx, deadline, has, requestID, flags&wire.ExhaustAllowed != 0)
 }
 
+// interrupt moves the socket's deadline to the past: the I/O under way
+// fails at once. A context's end calls it.
+func (c *Conn) interrupt() {
+	c.deadlineSet.Store(true)
+	c.nc.SetDeadline(time.Unix(1, 0))
+}
+
 // setDeadline sets the socket's deadline to the earliest of ctx's and
 // socketTimeoutMS from now, or none, and returns it.
 func (c *Conn) setDeadline(ctx context.Context) (time.Time, bool) {
@@ -265,8 +278,12 @@ func (c *Conn) setDeadline(ctx context.Context) (time.Time, bool) {
 		}
 	}
 	if has {
+		c.deadlineSet.Store(true)
 		c.nc.SetDeadline(deadline)
-	} else {
+	} else if c.deadlineSet.Load() {
+		// No deadline now: clear the last one, once (clearing what is
+		// clear already costs the runtime's timer work each time).
+		c.deadlineSet.Store(false)
 		c.nc.SetDeadline(time.Time{})
 	}
 	return deadline, has

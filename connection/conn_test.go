@@ -248,3 +248,30 @@ func TestSendWithoutReply(t *testing.T) {
 		t.Errorf("the server saw %+v; want the hello, the insert with moreToCome, the ping without", seen)
 	}
 }
+
+// A command with a deadline, then one without after that deadline has
+// passed: the socket's deadline is cleared, not left to fail the second.
+func TestDeadlineClearedForACommandWithout(t *testing.T) {
+	s := startScript(t, afterHello(t, func(id int32) []byte { return opMsg(t, id, mustRaw(bson.D{{Key: "ok", Value: 1}})) }))
+	c := dial(t, s.l.Addr().String(), 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if _, err := c.RoundTrip(ctx, ping); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(60 * time.Millisecond) // past the first command's deadline
+	for range 3 {
+		if _, err := c.RoundTrip(context.Background(), ping); err != nil {
+			t.Fatalf("a command without a deadline after one with: %v", err)
+		}
+	}
+	// A canceled command's interruption does not outlive it either.
+	ctx, cancel = context.WithCancel(context.Background())
+	if _, err := c.RoundTrip(ctx, ping); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := c.RoundTrip(context.Background(), ping); err != nil {
+		t.Fatalf("a command after a canceled context's: %v", err)
+	}
+}

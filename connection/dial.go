@@ -101,6 +101,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		// The hello reply may use any compressor the hello offered.
 		accept: compressorIDs(hs.Compressors),
 	}
+	c.interruptFn = c.interrupt
 	ok := false
 	defer func() {
 		if !ok {

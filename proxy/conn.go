@@ -71,6 +71,8 @@ type clientConn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	writeBy time.Time // the socket's write deadline (see writeDeadline)
+
 	busy atomic.Bool // from a request's first byte to its reply
 
 	drainOnce sync.Once
@@ -316,6 +318,18 @@ func (cc *clientConn) reply(ex exchangeOf, body bson.Raw) bool {
 	return ok
 }
 
+// writeDeadline gives the next write WriteTimeout at least, and at most
+// half as much again: the socket's deadline moves only once half of it is
+// gone, not at every reply (each move is the runtime's timer work).
+func (cc *clientConn) writeDeadline() {
+	now := time.Now()
+	timeout := cc.p.conf().WriteTimeout
+	if cc.writeBy.Sub(now) < timeout {
+		cc.writeBy = now.Add(timeout + timeout/2)
+		cc.nc.SetWriteDeadline(cc.writeBy)
+	}
+}
+
 // writeMsg writes body in an OP_MSG with flags, and returns its requestID.
 func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (int32, bool) {
 	requestID := wire.NextRequestID()
@@ -331,7 +345,7 @@ func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (i
 			cc.cbuf, out = comp, comp
 		}
 	}
-	cc.nc.SetWriteDeadline(time.Now().Add(cc.p.conf().WriteTimeout))
+	cc.writeDeadline()
 	_, err = cc.nc.Write(out)
 	if cap(cc.wbuf) > keepBuffer {
 		cc.wbuf = nil
@@ -529,7 +543,7 @@ func (cc *clientConn) writeReply(responseTo int32, flags int32, doc bson.Raw) bo
 	out = binary.LittleEndian.AppendUint32(out, 1) // numberReturned
 	out = append(out, doc...)
 	cc.wbuf = out
-	cc.nc.SetWriteDeadline(time.Now().Add(cc.p.conf().WriteTimeout))
+	cc.writeDeadline()
 	if _, err := cc.nc.Write(out); err != nil {
 		return false
 	}
