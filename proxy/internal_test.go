@@ -168,3 +168,14 @@ func TestLongPollsCapped(t *testing.T) {
 		t.Fatalf("%d long polls counted after they ended", p.longPolls.Load())
 	}
 }
+
+func TestParsePersona(t *testing.T) {
+	for in, want := range map[string]Persona{"": Mongos, "mongos": Mongos, "MONGOS": Mongos, "loadBalancer": LoadBalancer, "LB": LoadBalancer, "load-balancer": LoadBalancer} {
+		if got, err := ParsePersona(in); err != nil || got != want {
+			t.Errorf("ParsePersona(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParsePersona("router"); err == nil {
+		t.Error("ParsePersona(router) accepted")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -42,12 +43,13 @@ func (p Persona) String() string {
 	return "mongos"
 }
 
-// ParsePersona parses "mongos" or "loadBalancer" (any case, "lb" too).
+// ParsePersona parses "mongos" (or "") and "loadBalancer" (or "lb",
+// "load-balancer"), in any case.
 func ParsePersona(s string) (Persona, error) {
-	switch s {
+	switch strings.ToLower(s) {
 	case "mongos", "":
 		return Mongos, nil
-	case "loadBalancer", "loadbalancer", "lb", "load-balancer":
+	case "loadbalancer", "lb", "load-balancer":
 		return LoadBalancer, nil
 	}
 	return Mongos, fmt.Errorf("proxy: unknown persona %q: use mongos or loadBalancer", s)
