@@ -271,8 +271,10 @@ func (s *Server) acceptLoop(l *life) {
 			return
 		}
 		if !s.admitConnection() {
-			nc.Close() // refused before anything is read, as an overloaded mongod refuses
+			// Counted first: a client that sees the close finds it in
+			// Stats.
 			s.stats.connRejected()
+			nc.Close() // refused before anything is read, as an overloaded mongod refuses
 			continue
 		}
 		_, silent := s.faults.take(true, "")

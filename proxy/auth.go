@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -100,10 +101,10 @@ func (cc *clientConn) authenticatedAs(u *User, mech string) {
 	cc.p.log.Info("proxy: client authenticated", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "user", u.Name, "db", u.DB, "mechanism", mech)
 }
 
-// authFailure counts a failed authentication of the client's address and
-// logs it, without anything secret.
+// authFailure counts a failed authentication of the user db.name from the
+// client's address, and logs it, without anything secret.
 func (cc *clientConn) authFailure(mech, db, name string, e *authError) {
-	cc.p.authFails.fail(cc.host())
+	cc.p.authFails.fail(cc.failKey(db, name))
 	cc.p.stats.authFailures.Add(1)
 	cc.p.log.Warn("proxy: authentication failed", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "mechanism", mech, "db", db, "user", name, "error", e.msg)
 }
@@ -117,12 +118,32 @@ func (cc *clientConn) host() string {
 	return addr
 }
 
-// rateLimited returns the error for a client address past its failures.
-func (cc *clientConn) rateLimited() *authError {
-	if cc.p.authFails.allowed(cc.host(), cc.p.conf().MaxAuthFailures) {
+// failKey is what failed authentications are counted by: the client's
+// address and the user it claims. A guess at one user's password from an
+// address is slowed down without locking the other users out of that
+// address, which in a sidecar layout every application on the host shares.
+func (cc *clientConn) failKey(db, name string) string {
+	return cc.host() + "\x00" + db + "\x00" + name
+}
+
+// rateLimited returns the error for a user of a client address past its
+// failures.
+func (cc *clientConn) rateLimited(db, name string) *authError {
+	if cc.p.authFails.allowed(cc.failKey(db, name), cc.p.conf().MaxAuthFailures) {
 		return nil
 	}
-	return &authError{codeAuthenticationFailed, fmt.Sprintf("proxy: too many failed authentications from %s: retry in a minute", cc.host())}
+	return &authError{codeAuthenticationFailed, fmt.Sprintf("proxy: too many failed authentications of %q from %s: retry in a minute", name, cc.host())}
+}
+
+// scramUser returns the user name a SCRAM client-first message claims
+// ("n,,n=USER,r=NONCE"), "" when it has none.
+func scramUser(payload []byte) string {
+	fields := strings.SplitN(string(payload), ",", 4)
+	if len(fields) < 3 {
+		return ""
+	}
+	name, _ := strings.CutPrefix(fields[2], "n=")
+	return name
 }
 
 // saslStart starts a SASL conversation on db: a saslStart command, or a
@@ -132,9 +153,6 @@ func (cc *clientConn) saslStart(db string, cmd bson.Raw) (bson.Raw, *authError) 
 	mech, ok := cmd.Lookup("mechanism").StringValueOK()
 	if !ok {
 		return nil, &authError{codeFailedToParse, "saslStart: mechanism must be a string"}
-	}
-	if e := cc.rateLimited(); e != nil {
-		return nil, e
 	}
 	var hash scram.HashGeneratorFcn
 	switch mech {
@@ -150,6 +168,9 @@ func (cc *clientConn) saslStart(db string, cmd bson.Raw) (bson.Raw, *authError) 
 	payload, err := saslPayload(cmd)
 	if err != nil {
 		return nil, &authError{codeFailedToParse, err.Error()}
+	}
+	if e := cc.rateLimited(db, scramUser(payload)); e != nil {
+		return nil, e
 	}
 	sc := &saslConv{mech: mech, db: db}
 	sc.skipEmpty, _ = cmd.Lookup("options", "skipEmptyExchange").BooleanOK()
@@ -245,9 +266,6 @@ func (cc *clientConn) authenticateX509(db string, cmd bson.Raw) (bson.Raw, *auth
 	if db != "$external" {
 		return nil, &authError{codeAuthenticationFailed, "X.509 authentication must always use the $external database."}
 	}
-	if e := cc.rateLimited(); e != nil {
-		return nil, e
-	}
 	tc, ok := cc.nc.(*tls.Conn)
 	if !ok || len(tc.ConnectionState().VerifiedChains) == 0 {
 		e := &authError{codeAuthenticationFailed, "No verified subject name available from client"}
@@ -255,6 +273,9 @@ func (cc *clientConn) authenticateX509(db string, cmd bson.Raw) (bson.Raw, *auth
 		return nil, e
 	}
 	subject := tc.ConnectionState().VerifiedChains[0][0].Subject.String()
+	if e := cc.rateLimited(db, subject); e != nil {
+		return nil, e
+	}
 	if name, ok := cmd.Lookup("user").StringValueOK(); ok && name != subject {
 		e := &authError{codeAuthenticationFailed, "There is no x.509 client certificate matching the user."}
 		cc.authFailure(mech, db, name, e)
@@ -355,7 +376,7 @@ func saslReply(done bool, payload []byte) bson.Raw {
 	return doc
 }
 
-// failTable counts failed authentications per client address, over two
+// failTable counts failed authentications per client address and user, over two
 // one-minute windows (the cursor table's generations), bounded in size.
 type failTable struct {
 	mu     sync.Mutex // protects following fields

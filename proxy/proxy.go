@@ -111,9 +111,10 @@ type Config struct {
 	// client that stops reading its replies is disconnected, rather than
 	// hold its connection's buffers for ever.
 	WriteTimeout time.Duration
-	// MaxAuthFailures caps the failed authentications from one client
-	// address per minute (20 by default); beyond, its attempts fail at
-	// once for the rest of the minute.
+	// MaxAuthFailures caps the failed authentications of one user from
+	// one client address per minute (20 by default); beyond, that user's
+	// attempts from that address fail at once for the rest of the minute,
+	// and other users of the address go on.
 	MaxAuthFailures int
 }
 
