@@ -22,8 +22,10 @@ import (
 )
 
 // readBufferSize is a client connection's read buffer: small, since idle
-// connections are what a proxy holds most of.
-const readBufferSize = 4 << 10
+// connections are what a proxy holds most of. A typical request (a find,
+// an update by _id) comes whole in one read; a larger one is read past the
+// buffer, straight into the request's own.
+const readBufferSize = 1 << 10
 
 // keepBuffer is the largest request or reply buffer a connection keeps
 // between messages; a larger one, made for a large message, is dropped.
