@@ -21,16 +21,17 @@ import (
 	"github.com/mongopool/mongopool/proxy"
 )
 
-// The proxy in front of a server we did not write, with the official Go
-// driver as its client: CRUD, a cursor's getMores and its killCursors,
-// compression on both hops.
-func TestProxyToFerretDB(t *testing.T) {
+// startProxyToFerretDB starts FerretDB, and a proxy in front of it with a
+// client of maxPoolSize 4; all end with the test, the proxy's Serve
+// returning ErrClosed. It returns the proxy, its client and its address.
+func startProxyToFerretDB(t *testing.T) (*proxy.Proxy, *mongopool.Client, string) {
+	t.Helper()
 	s := startFerretDB(t, embedded.Options{})
 	client, err := mongopool.NewClient(s.URI() + "?maxPoolSize=4")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	p, err := proxy.New(client, proxy.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -41,14 +42,22 @@ func TestProxyToFerretDB(t *testing.T) {
 	}
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ln, proxy.Mongos) }()
-	defer func() {
+	t.Cleanup(func() {
 		p.Close()
 		if err := <-served; !errors.Is(err, proxy.ErrClosed) {
 			t.Errorf("Serve: %v", err)
 		}
-	}()
+	})
+	return p, client, ln.Addr().String()
+}
+
+// The proxy in front of a server we did not write, with the official Go
+// driver as its client: CRUD, a cursor's getMores and its killCursors,
+// compression on both hops.
+func TestProxyToFerretDB(t *testing.T) {
+	p, client, addr := startProxyToFerretDB(t)
 	ctx := testCtx(t)
-	for _, uri := range []string{"mongodb://" + ln.Addr().String() + "/", "mongodb://" + ln.Addr().String() + "/?compressors=zstd"} {
+	for _, uri := range []string{"mongodb://" + addr + "/", "mongodb://" + addr + "/?compressors=zstd"} {
 		c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(10 * time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -109,28 +118,13 @@ func TestNodeThroughProxyToFerretDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := nodejs.OrSkip(t, packages)
-	s := startFerretDB(t, embedded.Options{})
-	client, err := mongopool.NewClient(s.URI() + "?maxPoolSize=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	p, err := proxy.New(client, proxy.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go p.Serve(ln, proxy.Mongos)
-	defer p.Close()
+	_, _, addr := startProxyToFerretDB(t)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "ferretdb.test.mjs")
 	cmd.Dir = "nodetest"
-	cmd.Env = append(os.Environ(), "PROXY_URI=mongodb://"+ln.Addr().String()+"/", "NODE_PACKAGES="+packages, "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), "PROXY_URI=mongodb://"+addr+"/", "NODE_PACKAGES="+packages, "NO_COLOR=1")
 	nodejs.SetProcessGroup(cmd)
 	cmd.Cancel = func() error { return nodejs.KillProcessGroup(cmd) }
 	cmd.WaitDelay = 10 * time.Second
