@@ -83,6 +83,7 @@ type clientConfig struct {
 	logger             *slog.Logger
 	dial               func(ctx context.Context, network, address string) (net.Conn, error)
 	tls                *tls.Config
+	busyPoller         *connection.BusyPoller
 	// single makes a client of the connection string's one host whatever
 	// it is (directConnection), or of its load balancer: a Pool's.
 	single bool
@@ -192,6 +193,21 @@ func WithOverloadRetargeting(on bool) ClientOption {
 	}
 }
 
+// WithBusyPoller makes the connections of the client's pools poll their
+// socket for a moment before a read of a reply would park, with bp (see
+// connection.BusyPoller; off by default, and never for the monitors'
+// connections or TLS ones). With idle CPUs, a prompt reply then reaches its
+// goroutine without waiting for a sleeping CPU and thread to wake: tens of
+// microseconds less per operation on virtual machines, for CPU time that was
+// idle. While more than one reply is awaited on the connections that share
+// bp, nothing polls: share one between a process's clients.
+func WithBusyPoller(bp *connection.BusyPoller) ClientOption {
+	return func(c *clientConfig) error {
+		c.busyPoller = bp
+		return nil
+	}
+}
+
 // NewClient parses uri (a mongodb:// or mongodb+srv:// connection string,
 // with any number of hosts) and returns a Client of the deployment, without
 // waiting for it: the monitors start checking the servers at once, and the
@@ -290,6 +306,9 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		MinHeartbeatFrequency:  cfg.minHeartbeat,
 		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
 			ccfg := c.conns.forAddress(address)
+			// The monitors' connections, which wait for seconds, never
+			// poll: only the pools' have the poller.
+			ccfg.BusyPoller = cfg.busyPoller
 			o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
 			o = append(o, cfg.poolOpts...)
 			// Under the lock: a Reconfigure either is in o or sees the pool.

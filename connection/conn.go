@@ -28,6 +28,8 @@ type Conn struct {
 	zlibLevel     int
 	socketTimeout time.Duration
 	buf           []byte // encoding buffer, reused
+	poller        *BusyPoller
+	longPoll      bool // the request was a getMore: see exchange
 
 	// The server's limits (MongoDB's until its hello reply tells them,
 	// the hello's own bound for that reply), and the compressors its
@@ -252,6 +254,10 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence,
 		defer stop()
 	}
 
+	// A getMore may wait for data, a second or more (tailable awaitData
+	// cursors, change streams): it is neither polled for nor counted as
+	// a reply that is awaited, lest one open change stream stop polling.
+	c.longPoll = c.poller != nil && isGetMore(cmd)
 	if err := wire.WriteMessage(c.nc, msg); err != nil {
 		return nil, c.ioError(ctx, "sending the command", err)
 	}
@@ -294,6 +300,13 @@ func (c *Conn) setDeadline(ctx context.Context) (time.Time, bool) {
 // when exhaust is set (the request had exhaustAllowed, or the reply
 // continues a stream); the connection then expects the next reply.
 func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, responseTo int32, exhaust bool) (bson.Raw, error) {
+	if c.poller != nil && !c.longPoll {
+		c.poller.enter()
+		defer c.poller.exit()
+		if c.br.Buffered() == 0 {
+			c.poller.waitReply(c.nc)
+		}
+	}
 	raw, err := wire.ReadMessage(c.br, c.maxMessage)
 	if err != nil {
 		return nil, c.ioError(ctx, "reading the reply", err)
@@ -323,6 +336,13 @@ func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, respon
 		c.moreToCome, c.lastReplyID = true, h.RequestID
 	}
 	return reply.Body, nil
+}
+
+// isGetMore reports whether cmd is a getMore, without allocating.
+func isGetMore(cmd bson.Raw) bool {
+	const name = "getMore"
+	// The document's length, the first element's type, then its name.
+	return len(cmd) > 5+len(name) && string(cmd[5:5+len(name)]) == name && cmd[5+len(name)] == 0
 }
 
 // sequencesSize returns the bytes seqs take in a message: per sequence,

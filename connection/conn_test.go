@@ -275,3 +275,47 @@ func TestDeadlineClearedForACommandWithout(t *testing.T) {
 		t.Fatalf("a command after a canceled context's: %v", err)
 	}
 }
+
+func TestBusyPollerOnAConnection(t *testing.T) {
+	bp := connection.NewBusyPoller(connection.MaxBusyPoll)
+	if bp.Budget() == 0 {
+		t.Skip("this machine does not poll (one CPU, or not Linux)")
+	}
+	connection.LongPoll(bp) // each poll here ends with its reply
+	s := startScript(t, func(n int, id int32, cmd bson.Raw) []byte {
+		if n == 0 {
+			return opMsg(t, id, helloReply())
+		}
+		return opMsg(t, id, mustRaw(bson.D{{Key: "cursor", Value: bson.D{{Key: "id", Value: int64(0)}, {Key: "ns", Value: "db.c"}, {Key: "nextBatch", Value: bson.A{}}}}, {Key: "ok", Value: 1.0}}))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := connection.Dial(ctx, &connection.Config{Address: s.l.Addr().String(), BusyPoller: bp}, connection.Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	polls0, hits0 := bp.Stats()
+	if _, err := c.RoundTrip(ctx, ping); err != nil {
+		t.Fatal(err)
+	}
+	polls, hits := bp.Stats()
+	if polls != polls0+1 || hits != hits0+1 {
+		t.Errorf("a ping: %d polls and %d hits more, want 1 and 1", polls-polls0, hits-hits0)
+	}
+	// A getMore may wait for data for seconds: never polled for.
+	getMore := mustRaw(bson.D{{Key: "getMore", Value: int64(7)}, {Key: "collection", Value: "c"}, {Key: "$db", Value: "db"}})
+	if _, err := c.RoundTrip(ctx, getMore); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := bp.Stats(); p != polls {
+		t.Errorf("a getMore was polled for (%d polls more)", p-polls)
+	}
+	// Nor does a getMore count as an awaited reply: the next ping polls.
+	if _, err := c.RoundTrip(ctx, ping); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := bp.Stats(); p != polls+1 {
+		t.Errorf("the ping after a getMore: %d polls more, want 1", p-polls)
+	}
+}

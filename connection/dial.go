@@ -40,6 +40,11 @@ type Config struct {
 	// (network is "tcp" or "unix"); TLS, when configured, still goes over
 	// it. Tests use it to connect through net.Pipe.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
+	// BusyPoller, if not nil, polls the socket for a moment before a read
+	// of a reply would park, while it sees no other reply awaited (see
+	// BusyPoller). A getMore's reply is not polled for: it may wait for
+	// data.
+	BusyPoller *BusyPoller
 }
 
 // Hooks let the caller follow an establishment.
@@ -94,6 +99,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		address:       cfg.Address,
 		socketTimeout: cfg.SocketTimeout,
 		zlibLevel:     cfg.ZlibLevel,
+		poller:        cfg.BusyPoller,
 		maxBSON:       handshake.DefaultMaxBSONObjectSize,
 		// Until the server tells its limits, a reply is a hello reply,
 		// which MongoDB never makes larger than a command.

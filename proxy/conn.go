@@ -77,6 +77,13 @@ type clientConn struct {
 
 	busy atomic.Bool // from a request's first byte to its reply
 
+	// replied is when the last reply was written, prompt whether the
+	// request before came within the busy poll's budget of the reply
+	// before it: a client that sends its requests back to back, whose
+	// next request is worth polling for (see Config.BusyPoller).
+	replied time.Time
+	prompt  bool
+
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed by drain
 }
@@ -137,7 +144,14 @@ func (cc *clientConn) serve() {
 		if cc.draining() {
 			return
 		}
+		bp := cc.p.cfg.Load().BusyPoller
+		if cc.prompt && cc.br.Buffered() == 0 {
+			bp.Wait(cc.nc)
+		}
 		msg, err := cc.readMessage()
+		if bp != nil {
+			cc.prompt = !cc.replied.IsZero() && time.Since(cc.replied) < bp.Budget()
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !cc.draining() {
 				cc.p.log.Debug("proxy: client connection ended", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "error", err)
@@ -152,6 +166,9 @@ func (cc *clientConn) serve() {
 		}
 		if !cc.handle(msg) {
 			return
+		}
+		if bp != nil {
+			cc.replied = time.Now()
 		}
 		cc.busy.Store(false)
 		if cap(cc.rbuf) > keepBuffer {

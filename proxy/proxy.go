@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -116,6 +117,14 @@ type Config struct {
 	// attempts from that address fail at once for the rest of the minute,
 	// and other users of the address go on.
 	MaxAuthFailures int
+	// BusyPoller, if not nil, polls a client's socket for a moment after
+	// its reply, when the client sent its last request that promptly
+	// after the reply before, and few replies are awaited (see
+	// connection.BusyPoller): with idle CPUs, the next request is then
+	// served without waiting for a sleeping CPU to wake. Give the proxy's
+	// clients the same one (mongopool.WithBusyPoller), for the upstream
+	// side of the hop.
+	BusyPoller *connection.BusyPoller
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -469,6 +478,12 @@ type Stats struct {
 	// transactions pinned to a mongos; LongPolls the awaitData getMores
 	// in flight.
 	Cursors, Pins, LongPolls int
+	// BusyPolls counts the waits for a socket that Config.BusyPoller
+	// polled (for the clients' requests and, if the proxy's clients share
+	// it, for the upstream replies); BusyPollHits those that saw the
+	// socket readable before the budget ran out. Their ratio says whether
+	// the polling pays.
+	BusyPolls, BusyPollHits int64
 }
 
 // counters are the Stats the connections count.
@@ -485,7 +500,7 @@ func (p *Proxy) Stats() Stats {
 	p.mu.Lock()
 	n := len(p.conns)
 	p.mu.Unlock()
-	return Stats{
+	st := Stats{
 		ClientConns:    n,
 		AcceptedConns:  p.stats.acceptedConns.Load(),
 		RefusedConns:   p.stats.refusedConns.Load(),
@@ -501,4 +516,6 @@ func (p *Proxy) Stats() Stats {
 		Pins:           p.pins.len(),
 		LongPolls:      int(p.longPolls.Load()),
 	}
+	st.BusyPolls, st.BusyPollHits = p.cfg.Load().BusyPoller.Stats()
+	return st
 }

@@ -72,6 +72,13 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("%s%s = %s, want %v or more", m.name, label, match[1], m.min)
 		}
 	}
+	// The busy polls (-busy-poll's default): their counts are there,
+	// whatever this machine's CPUs let them be.
+	for _, name := range []string{"mongopool_proxy_busy_polls_total", "mongopool_proxy_busy_poll_hits_total"} {
+		if !regexp.MustCompile(`(?m)^` + name + ` \d+$`).MatchString(text) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
 	// The upstream pools: one per member of the test replica set.
 	if n := len(regexp.MustCompile(`(?m)^mongopool_max_connections\{[^}]*pool="upstream"`).FindAllString(text, -1)); n != 3 {
 		t.Errorf("%d upstream pools' mongopool_max_connections, want 3:\n%s", n, text)

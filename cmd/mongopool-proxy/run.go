@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/proxy"
@@ -48,6 +49,7 @@ type flags struct {
 	tlsClientCerts  string
 	reusePort       bool
 	cpuProfile      string
+	busyPoll        time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -71,6 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&o.cfg.CursorTimeout, "cursor-timeout", 10*time.Minute, "how long an unused cursor stays mapped")
 	fs.IntVar(&o.cfg.MaxAuthFailures, "max-auth-failures", 20, "the most failed authentications per user, client address and minute")
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus) and /dashboard/; empty: none. Keep it on loopback or a private network: it has no authentication")
@@ -93,6 +96,9 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if o.maxPoolSize < 0 {
 		return nil, fmt.Errorf("-max-pool-size %d is negative", o.maxPoolSize)
+	}
+	if o.busyPoll < 0 {
+		return nil, fmt.Errorf("-busy-poll %v is negative: give 0 to turn polling off", o.busyPoll)
 	}
 	if len(o.tlsCerts) != len(o.tlsKeys) {
 		return nil, fmt.Errorf("%d -tls-cert for %d -tls-key: give them in pairs", len(o.tlsCerts), len(o.tlsKeys))
@@ -140,6 +146,11 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.cfg.Logger = log
+	if o.busyPoll > 0 {
+		// One for the process: its clients' upstream connections and
+		// its client connections poll by turns.
+		o.cfg.BusyPoller = connection.NewBusyPoller(o.busyPoll)
+	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err == nil {
@@ -317,7 +328,8 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 		if conf.maxPoolSize > 0 {
 			popts = append(popts, pool.WithMaxPoolSize(conf.maxPoolSize))
 		}
-		c, err := mongopool.NewClient(uri, mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...))
+		c, err := mongopool.NewClient(uri, mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...),
+			mongopool.WithBusyPoller(o.cfg.BusyPoller))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}

@@ -143,6 +143,7 @@ func httpGet(t *testing.T, url string) string {
 func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-max-pool-size", "-1"},
+		{"-busy-poll", "-1us"},
 		{"-log-level", "loud"},
 		{"extra"},
 		{"-compressors", "lz4", "-listen", "127.0.0.1:0"},

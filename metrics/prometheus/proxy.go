@@ -21,7 +21,7 @@ func NewProxyCollector(p *proxy.Proxy) *ProxyCollector { return &ProxyCollector{
 var proxyDescs = struct {
 	clients, accepted, refused, appOps, appErrors, appConns              *prometheus.Desc
 	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
-	cursors, pins, longPolls, authFailures                               *prometheus.Desc
+	cursors, pins, longPolls, authFailures, busyPolls, busyPollHits      *prometheus.Desc
 }{
 	clients:       prometheus.NewDesc("mongopool_proxy_client_connections", "Client connections open now.", nil, nil),
 	accepted:      prometheus.NewDesc("mongopool_proxy_client_connections_accepted_total", "Client connections accepted.", nil, nil),
@@ -40,13 +40,15 @@ var proxyDescs = struct {
 	pins:          prometheus.NewDesc("mongopool_proxy_pinned_transactions", "Transactions pinned to a mongos now.", nil, nil),
 	longPolls:     prometheus.NewDesc("mongopool_proxy_long_polls", "getMores of awaitData cursors (change streams, tailable cursors) in flight now.", nil, nil),
 	authFailures:  prometheus.NewDesc("mongopool_proxy_auth_failures_total", "Failed authentications of clients (the log says who and from where, without secrets).", nil, nil),
+	busyPolls:     prometheus.NewDesc("mongopool_proxy_busy_polls_total", "Waits for a socket (a client's next request, an upstream reply) polled before sleeping, at low load.", nil, nil),
+	busyPollHits:  prometheus.NewDesc("mongopool_proxy_busy_poll_hits_total", "Busy polls that saw their socket readable within the budget: the share of polls that paid.", nil, nil),
 }
 
 // Describe sends the descriptions of the proxy's metrics.
 func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := proxyDescs
 	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors,
-		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures} {
+		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits} {
 		ch <- desc
 	}
 }
@@ -80,4 +82,6 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(d.pins, float64(st.Pins))
 	gauge(d.longPolls, float64(st.LongPolls))
 	counter(d.authFailures, st.AuthFailures)
+	counter(d.busyPolls, st.BusyPolls)
+	counter(d.busyPollHits, st.BusyPollHits)
 }

@@ -1,0 +1,245 @@
+package connection
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// pair returns both ends of a loopback TCP connection.
+func socketPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	a, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = <-accepted
+	if b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func skipIfUnsupported(t *testing.T) {
+	if !pollSupported || runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
+		t.Skip("a Poller polls only on Linux with 2 CPUs or more")
+	}
+}
+
+// longPoller returns a BusyPoller whose waits poll for up to a minute
+// (see LongPoll): a test's poll ends when the test makes the socket
+// readable, not when a millisecond is over.
+func longPoller() *BusyPoller {
+	p := NewBusyPoller(MaxBusyPoll)
+	LongPoll(p)
+	return p
+}
+
+// waitFor waits until cond holds, for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.Gosched()
+	}
+}
+
+func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
+	skipIfUnsupported(t)
+	a, b := socketPair(t)
+	p := longPoller()
+	done := make(chan struct{})
+	go func() {
+		p.Wait(a)
+		close(done)
+	}()
+	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	select {
+	case <-done:
+		t.Fatal("Wait returned before anything was sent")
+	default:
+	}
+	if _, err := b.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return once the socket was readable")
+	}
+	if polls, hits := p.Stats(); polls != 1 || hits != 1 {
+		t.Errorf("Stats() = %d polls, %d hits; want 1, 1", polls, hits)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "hi" {
+		t.Fatalf("read after Wait: %q, %v; want the bytes sent", buf, err)
+	}
+}
+
+func TestWaitSeesTheEndOfTheStream(t *testing.T) {
+	skipIfUnsupported(t)
+	a, b := socketPair(t)
+	p := longPoller()
+	done := make(chan struct{})
+	go func() {
+		p.Wait(a)
+		close(done)
+	}()
+	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	b.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return once the peer hung up")
+	}
+	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read after Wait: %v; want EOF", err)
+	}
+}
+
+func TestWaitGivesUpAtTheBudget(t *testing.T) {
+	skipIfUnsupported(t)
+	a, _ := socketPair(t)
+	p := NewBusyPoller(time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		p.Wait(a)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait polled past its budget")
+	}
+	if polls, hits := p.Stats(); polls != 1 || hits != 0 {
+		t.Errorf("Stats() = %d polls, %d hits; want 1, 0", polls, hits)
+	}
+}
+
+func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
+	skipIfUnsupported(t)
+	for _, c := range []struct {
+		name string
+		own  bool // the waiting connection awaits a reply of its own
+	}{
+		{"Wait", false},
+		{"waitReply", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, _ := socketPair(t)
+			p := longPoller()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if c.own {
+					p.enter()
+					defer p.exit()
+					p.waitReply(a)
+				} else {
+					p.Wait(a)
+				}
+			}()
+			waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+			p.enter() // another reply is awaited: its goroutine may want the CPU
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the wait went on polling with another reply awaited")
+			}
+		})
+	}
+}
+
+func TestWaitDoesNotPoll(t *testing.T) {
+	skipIfUnsupported(t)
+	a, _ := socketPair(t)
+	pa, pb := net.Pipe()
+	defer pa.Close()
+	defer pb.Close()
+
+	busy := NewBusyPoller(MaxBusyPoll)
+	busy.enter()
+	busy2 := NewBusyPoller(MaxBusyPoll)
+	busy2.enter()
+	busy2.enter()
+	crowded := NewBusyPoller(MaxBusyPoll)
+	crowded.enter()
+	crowded.enter()
+	crowded.exit()
+	crowded.exit()
+	off := NewBusyPoller(0)
+	var nilPoller *BusyPoller
+	for _, c := range []struct {
+		name string
+		p    *BusyPoller
+		nc   net.Conn
+		own  bool
+	}{
+		{"a reply awaited", busy, a, false},
+		{"another reply awaited", busy2, a, true},
+		{"two replies awaited at once a moment ago", crowded, a, false},
+		{"no budget", off, a, false},
+		{"a connection without a socket", NewBusyPoller(MaxBusyPoll), pa, false},
+		{"a nil BusyPoller", nilPoller, a, false},
+	} {
+		// Each returns at once, or the test times out.
+		if c.own {
+			c.p.waitReply(c.nc)
+		} else {
+			c.p.Wait(c.nc)
+		}
+		if polls, _ := c.p.Stats(); polls != 0 {
+			t.Errorf("%s: polled %d times, want 0", c.name, polls)
+		}
+	}
+}
+
+func TestOnePollerAtATime(t *testing.T) {
+	skipIfUnsupported(t)
+	a, b := socketPair(t)
+	c, _ := socketPair(t)
+	p := longPoller()
+	done := make(chan struct{})
+	go func() {
+		p.Wait(a)
+		close(done)
+	}()
+	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	p.Wait(c) // returns at once: a's wait polls
+	if polls, _ := p.Stats(); polls != 1 {
+		t.Errorf("%d polls, want 1: two goroutines polled at once", polls)
+	}
+	b.Write([]byte{1})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return once the socket was readable")
+	}
+}
+
+func TestSetBudget(t *testing.T) {
+	skipIfUnsupported(t)
+	a, _ := socketPair(t)
+	p := NewBusyPoller(MaxBusyPoll)
+	p.SetBudget(-1)
+	p.Wait(a)
+	if polls, _ := p.Stats(); polls != 0 {
+		t.Errorf("%d polls after SetBudget(-1), want 0", polls)
+	}
+}
