@@ -461,7 +461,7 @@ loop:
 		log.Warn("the drain did not finish in time", "error", err)
 	}
 	st := p.Stats()
-	log.Info("stopped", "operations", st.Operations, "local", st.Local, "accepted", st.AcceptedConns, "overloaded", st.Overloaded, "held", st.Held)
+	log.Info("stopped", "operations", st.Operations, "local", st.Local, "accepted", st.AcceptedConns, "overloaded", st.Overloaded, "held", st.Held, "busyPolls", st.BusyPolls, "busyPollHits", st.BusyPollHits)
 	if serveErr != nil && !errors.Is(serveErr, proxy.ErrClosed) {
 		return serveErr
 	}
