@@ -178,6 +178,7 @@ type Operation struct {
 // one only when the Logger takes Info records (the waiting message) or
 // Debug ones (the others), so that selection builds nothing otherwise.
 type selectionLog struct {
+	on      bool      // someone would read it
 	t       *Topology // whose delivery goroutine writes the records
 	l       *slog.Logger
 	ctx     context.Context // the selection's, for the time it leaves
@@ -188,14 +189,15 @@ type selectionLog struct {
 	waited  bool // "Waiting for suitable server" is logged
 }
 
-// selectionLog returns the log of a selection that began at start, nil
-// when nobody would read it.
-func (t *Topology) selectionLog(ctx context.Context, start time.Time, op []Operation) *selectionLog {
+// selectionLog returns the log of a selection that began at start, off
+// when nobody would read it. It is a value, kept on the selection's stack:
+// a selection that logs nothing allocates nothing for it.
+func (t *Topology) selectionLog(ctx context.Context, start time.Time, op []Operation) selectionLog {
 	l := t.cfg.Logger
 	if l == nil || !l.Enabled(ctx, slog.LevelInfo) && !l.Enabled(ctx, slog.LevelDebug) {
-		return nil
+		return selectionLog{}
 	}
-	s := &selectionLog{t: t, l: l, ctx: ctx, start: start, timeout: t.timeout}
+	s := selectionLog{on: true, t: t, l: l, ctx: ctx, start: start, timeout: t.timeout}
 	if len(op) > 0 {
 		s.op = op[0]
 	}
@@ -205,7 +207,7 @@ func (t *Topology) selectionLog(ctx context.Context, start time.Time, op []Opera
 // started logs "Server selection started", once, with the Description the
 // selection first sees.
 func (s *selectionLog) started(d Description) {
-	if s == nil || s.begun {
+	if !s.on || s.begun {
 		return
 	}
 	s.begun = true
@@ -216,7 +218,7 @@ func (s *selectionLog) started(d Description) {
 // per selection, at Info, with the time left before the selection times
 // out: the server selection timeout's or the context's, the sooner.
 func (s *selectionLog) waiting(d Description) {
-	if s == nil || s.waited {
+	if !s.on || s.waited {
 		return
 	}
 	s.waited = true
@@ -230,8 +232,8 @@ func (s *selectionLog) waiting(d Description) {
 
 // succeeded logs "Server selection succeeded" with the selected server.
 func (s *selectionLog) succeeded(d Description, address string) {
-	if s == nil {
-		return
+	if !s.on || !s.l.Enabled(s.ctx, slog.LevelDebug) {
+		return // not even the server's fields are built
 	}
 	s.log(slog.LevelDebug, "Server selection succeeded", d, appendServer(nil, address)...)
 }
@@ -240,7 +242,7 @@ func (s *selectionLog) succeeded(d Description, address string) {
 // failure leaves out the topology's description that a *SelectionError's
 // message ends with: the message has it already.
 func (s *selectionLog) failed(d Description, err error) error {
-	if s == nil {
+	if !s.on {
 		return err
 	}
 	failure := err.Error()
