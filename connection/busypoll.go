@@ -1,18 +1,5 @@
 package connection
 
-// Busy polling.
-//
-// When a machine's CPUs are idle, the time from a reply's arrival to the
-// goroutine that waits for it running again is mostly the wake-up of a
-// sleeping CPU and of the runtime's sleeping threads: tens of microseconds
-// on a virtual machine. A proxy, which relays a request and waits for the
-// reply, pays that twice per operation. Polling the socket for a few tens
-// of microseconds instead catches a prompt reply while the thread still
-// runs. That costs CPU time which is idle anyway only while few operations
-// are in flight, so a BusyPoller polls only then, one goroutine at a time,
-// and stops as soon as more operations start: under load it does nothing,
-// and reads park as usual.
-
 import (
 	"net"
 	"runtime"
@@ -21,8 +8,22 @@ import (
 	"time"
 )
 
-// BusyPoller decides when to poll, and for how long. Its methods are safe for
-// concurrent use, and do nothing on a nil BusyPoller.
+// BusyPoller polls sockets for a moment before a read would park its
+// goroutine, while its callers are quiet.
+//
+// When a machine's CPUs are idle, the time from a reply's arrival to the
+// goroutine that waits for it running again is mostly the wake-up of a
+// sleeping CPU and of the runtime's sleeping threads: tens of microseconds
+// on a virtual machine. A proxy, which relays a request and waits for the
+// reply, pays that twice per operation. Polling the socket for a few tens
+// of microseconds instead catches a prompt reply while the thread still
+// runs. That costs CPU time which is idle only while few operations are in
+// flight, so a BusyPoller polls only then, one goroutine at a time, and
+// stops as soon as more operations start: under load it does nothing, and
+// reads park as usual.
+//
+// Its methods are safe for concurrent use, and do nothing on a nil
+// BusyPoller.
 type BusyPoller struct {
 	budget   atomic.Int64 // nanoseconds per wait; <= 0: never poll
 	active   atomic.Int32 // replies awaited (enter to exit)
@@ -40,14 +41,13 @@ type BusyPoller struct {
 // that polling would hold: it pays only for one caller at a time.
 const quietTime = 10 * time.Millisecond
 
-// NewBusyPoller returns a BusyPoller whose waits poll for up to budget
-// (at most MaxBusyPoll).
-// Share one between the clients of a process (see the mongopool client's
-// WithBusyPoller), and the process's own waits for its sockets (a proxy's
-// for its clients' requests): it then polls while nothing else is awaited
-// on all of their connections, and no two replies were awaited at once
-// for a while, one goroutine at a time. On a
-// machine or a process limited to one CPU it never polls: the polling
+// NewBusyPoller returns a BusyPoller whose waits poll for up to budget (at
+// most MaxBusyPoll). Share one between the clients of a process (see the
+// mongopool client's WithBusyPoller) and the process's own waits for its
+// sockets (a proxy's for its clients' requests): it then polls while
+// nothing else is awaited on any of their connections, and no two replies
+// were awaited at once in the last 10ms, one goroutine at a time. On a
+// machine or in a process limited to one CPU it never polls: the polling
 // goroutine would hold the only one.
 func NewBusyPoller(budget time.Duration) *BusyPoller {
 	p := &BusyPoller{}
@@ -63,6 +63,9 @@ const MaxBusyPoll = time.Millisecond
 // SetBudget changes the longest a wait polls, at most MaxBusyPoll; 0 or
 // less turns polling off.
 func (p *BusyPoller) SetBudget(budget time.Duration) {
+	if p == nil {
+		return
+	}
 	budget = min(budget, MaxBusyPoll)
 	if !pollSupported || runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
 		budget = 0
@@ -104,11 +107,11 @@ func (p *BusyPoller) Stats() (polls, hits int64) {
 // Wait polls nc until it is readable (bytes, the end of the stream, or an
 // error to read), for up to the budget, when no reply is awaited on the
 // connections that share the BusyPoller, none was awaited beside another
-// in the last 10ms, no other goroutine polls, and nc
-// is a socket it can poll (not TLS); it returns at once otherwise, and as
-// soon as a reply is awaited: that reply's goroutine, or the server's, may
-// need the CPU. It never reads from nc: the caller reads next, as it would
-// have without Wait.
+// in the last 10ms, no other goroutine polls, and nc is a socket it can
+// poll (not TLS); it returns at once otherwise, and as soon as a reply is
+// awaited: that reply's goroutine, or the server's, may need the CPU. It
+// never reads from nc: the caller reads next, as it would have without
+// Wait.
 func (p *BusyPoller) Wait(nc net.Conn) {
 	p.wait(nc, 0)
 }
