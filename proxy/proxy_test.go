@@ -19,10 +19,10 @@ import (
 
 // startProxy starts a proxy in front of uri, presenting persona on a
 // loopback listener, and returns it with its address; both end with the
-// test.
+// test. The proxy's client shares cfg.BusyPoller, if any.
 func startProxy(t testing.TB, uri string, persona proxy.Persona, cfg proxy.Config) (*proxy.Proxy, string) {
 	t.Helper()
-	client, err := mongopool.NewClient(uri)
+	client, err := mongopool.NewClient(uri, mongopool.WithBusyPoller(cfg.BusyPoller))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/proxy"
 )
 
@@ -55,7 +56,10 @@ func TestSoak(t *testing.T) {
 	duration, clients := soakSettings(t)
 	rs := startReplicaSet(t, 3)
 	const maxPoolSize = 20
-	p, addr := startProxy(t, rs.URI()+"&maxPoolSize="+strconv.Itoa(maxPoolSize), proxy.Mongos, proxy.Config{})
+	// Busy polling on, as the daemon has it: with few clients, the faults
+	// meet polls under way.
+	bp := connection.NewBusyPoller(50 * time.Microsecond)
+	p, addr := startProxy(t, rs.URI()+"&maxPoolSize="+strconv.Itoa(maxPoolSize), proxy.Mongos, proxy.Config{BusyPoller: bp})
 	lnLB, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +196,7 @@ func TestSoak(t *testing.T) {
 			}
 			faults["hang-ups"]++
 		case 3: // a reload of the limits
-			if err := p.Reconfigure(proxy.Config{QueueTimeout: time.Duration(5+rand.IntN(10)) * time.Second, MaxQueued: 5000 + rand.IntN(5000)}); err != nil {
+			if err := p.Reconfigure(proxy.Config{QueueTimeout: time.Duration(5+rand.IntN(10)) * time.Second, MaxQueued: 5000 + rand.IntN(5000), BusyPoller: bp}); err != nil {
 				t.Fatal(err)
 			}
 			faults["reload"]++
@@ -254,6 +258,6 @@ func TestSoak(t *testing.T) {
 	if appConns != 0 || st.AcceptedConns < int64(drivers) {
 		t.Errorf("connections by application add up to %d open, %d accepted", appConns, st.AcceptedConns)
 	}
-	t.Logf("%d clients for %v: %d acknowledged inserts, %d operations relayed, faults %v; held %d retries (%d operations recovered), %d overloaded, %d client connections in all, %d cursors lost with a killed primary",
-		clients, duration, n, st.Operations, faults, st.Held, st.HeldRecovered, st.Overloaded, st.AcceptedConns, lostCursors.Load())
+	t.Logf("%d clients for %v: %d acknowledged inserts, %d operations relayed, faults %v; held %d retries (%d operations recovered), %d overloaded, %d client connections in all, %d cursors lost with a killed primary; %d busy polls (%d hits)",
+		clients, duration, n, st.Operations, faults, st.Held, st.HeldRecovered, st.Overloaded, st.AcceptedConns, lostCursors.Load(), st.BusyPolls, st.BusyPollHits)
 }
