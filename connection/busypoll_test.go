@@ -35,7 +35,7 @@ func socketPair(t *testing.T) (a, b net.Conn) {
 
 func skipIfUnsupported(t *testing.T) {
 	if !pollSupported || runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
-		t.Skip("a Poller polls only on Linux with 2 CPUs or more")
+		t.Skip("a BusyPoller polls only on Linux with 2 CPUs or more")
 	}
 }
 
@@ -60,16 +60,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// startWait runs wait on a goroutine, and once it polls (as the first poll
+// of p), returns a channel closed when it returns.
+func startWait(t *testing.T, p *BusyPoller, wait func()) <-chan struct{} {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait()
+	}()
+	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	return done
+}
+
+// awaitDone waits for done, for up to 10 s, and fails with why otherwise.
+func awaitDone(t *testing.T, done <-chan struct{}, why string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 	skipIfUnsupported(t)
 	a, b := socketPair(t)
 	p := longPoller()
-	done := make(chan struct{})
-	go func() {
-		p.Wait(a)
-		close(done)
-	}()
-	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	done := startWait(t, p, func() { p.Wait(a) })
 	select {
 	case <-done:
 		t.Fatal("Wait returned before anything was sent")
@@ -78,11 +96,7 @@ func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 	if _, err := b.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return once the socket was readable")
-	}
+	awaitDone(t, done, "Wait did not return once the socket was readable")
 	if polls, hits := p.Stats(); polls != 1 || hits != 1 {
 		t.Errorf("Stats() = %d polls, %d hits; want 1, 1", polls, hits)
 	}
@@ -96,18 +110,9 @@ func TestWaitSeesTheEndOfTheStream(t *testing.T) {
 	skipIfUnsupported(t)
 	a, b := socketPair(t)
 	p := longPoller()
-	done := make(chan struct{})
-	go func() {
-		p.Wait(a)
-		close(done)
-	}()
-	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	done := startWait(t, p, func() { p.Wait(a) })
 	b.Close()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return once the peer hung up")
-	}
+	awaitDone(t, done, "Wait did not return once the peer hung up")
 	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("read after Wait: %v; want EOF", err)
 	}
@@ -119,14 +124,10 @@ func TestWaitGivesUpAtTheBudget(t *testing.T) {
 	p := NewBusyPoller(time.Millisecond)
 	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		p.Wait(a)
-		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait polled past its budget")
-	}
+	awaitDone(t, done, "Wait polled past its budget")
 	if polls, hits := p.Stats(); polls != 1 || hits != 0 {
 		t.Errorf("Stats() = %d polls, %d hits; want 1, 0", polls, hits)
 	}
@@ -144,9 +145,7 @@ func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a, _ := socketPair(t)
 			p := longPoller()
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
+			done := startWait(t, p, func() {
 				if c.own {
 					p.enter()
 					defer p.exit()
@@ -154,14 +153,9 @@ func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
 				} else {
 					p.Wait(a)
 				}
-			}()
-			waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+			})
 			p.enter() // another reply is awaited: its goroutine may want the CPU
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the wait went on polling with another reply awaited")
-			}
+			awaitDone(t, done, "the wait went on polling with another reply awaited")
 		})
 	}
 }
@@ -215,22 +209,13 @@ func TestOnePollerAtATime(t *testing.T) {
 	a, b := socketPair(t)
 	c, _ := socketPair(t)
 	p := longPoller()
-	done := make(chan struct{})
-	go func() {
-		p.Wait(a)
-		close(done)
-	}()
-	waitFor(t, "the poll to start", func() bool { polls, _ := p.Stats(); return polls == 1 })
+	done := startWait(t, p, func() { p.Wait(a) })
 	p.Wait(c) // returns at once: a's wait polls
 	if polls, _ := p.Stats(); polls != 1 {
 		t.Errorf("%d polls, want 1: two goroutines polled at once", polls)
 	}
 	b.Write([]byte{1})
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return once the socket was readable")
-	}
+	awaitDone(t, done, "Wait did not return once the socket was readable")
 }
 
 func TestSetBudget(t *testing.T) {
