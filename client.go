@@ -196,7 +196,7 @@ func WithOverloadRetargeting(on bool) ClientOption {
 // WithBusyPoller makes the connections of the client's pools poll their
 // socket for a moment before a read of a reply would park, with bp (see
 // connection.BusyPoller; off by default, and never for the monitors'
-// connections or TLS ones). With idle CPUs, a prompt reply then reaches its
+// connections). With idle CPUs, a prompt reply then reaches its
 // goroutine without waiting for a sleeping CPU and thread to wake: tens of
 // microseconds less per operation on virtual machines, for CPU time that was
 // idle. While more than one reply is awaited on the connections that share

@@ -1,6 +1,7 @@
 package connection
 
 import (
+	"crypto/tls"
 	"net"
 	"runtime"
 	"sync/atomic"
@@ -108,7 +109,7 @@ func (p *BusyPoller) Stats() (polls, hits int64) {
 // error to read), for up to the budget, when no reply is awaited on the
 // connections that share the BusyPoller, none was awaited beside another
 // in the last 10ms, no other goroutine polls, and nc is a socket it can
-// poll (not TLS); it returns at once otherwise, and as soon as a reply is
+// poll (a TLS connection's is); it returns at once otherwise, and as soon as a reply is
 // awaited: that reply's goroutine, or the server's, may need the CPU. It
 // never reads from nc: the caller reads next, as it would have without
 // Wait.
@@ -129,9 +130,16 @@ func (p *BusyPoller) wait(nc net.Conn, others int32) {
 	if now.UnixNano()-p.crowded.Load() < int64(quietTime) {
 		return
 	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		// Its socket's bytes are records: polling sees them come. Bytes
+		// the TLS layer read already are not seen, which costs at most a
+		// wait of the budget, and is rare: a driver sends one message a
+		// record, and Wait is for the first byte of a message.
+		nc = tc.NetConn()
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
-		return // TLS, a pipe: their reads may be served from their own buffers
+		return // a pipe, say
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {

@@ -1,11 +1,14 @@
 package connection
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/mongopool/mongopool/internal/testpki"
 )
 
 // pair returns both ends of a loopback TCP connection.
@@ -226,5 +229,34 @@ func TestSetBudget(t *testing.T) {
 	p.Wait(a)
 	if polls, _ := p.Stats(); polls != 0 {
 		t.Errorf("%d polls after SetBudget(-1), want 0", polls)
+	}
+}
+
+func TestWaitPollsATLSConnectionsSocket(t *testing.T) {
+	skipIfUnsupported(t)
+	a, b := socketPair(t)
+	pki := testpki.New(t)
+	client := tls.Client(a, &tls.Config{RootCAs: pki.CAPool, ServerName: "127.0.0.1"})
+	server := tls.Server(b, pki.ServerTLS())
+	handshook := make(chan error, 1)
+	go func() { handshook <- server.Handshake() }()
+	if err := client.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-handshook; err != nil {
+		t.Fatal(err)
+	}
+	p := longPoller()
+	done := startWait(t, p, func() { p.Wait(client) })
+	if _, err := server.Write([]byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	awaitDone(t, done, "Wait did not return once the TLS record came")
+	if polls, hits := p.Stats(); polls != 1 || hits != 1 {
+		t.Errorf("Stats() = %d polls, %d hits; want 1, 1", polls, hits)
+	}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "hi" {
+		t.Fatalf("read after Wait: %q, %v; want the bytes sent", buf, err)
 	}
 }
