@@ -30,6 +30,10 @@ import (
 // ProxyTarget names the proxy of the repository, built from cmd/mongopool-proxy.
 const ProxyTarget = "mongopool-proxy"
 
+// ProxyUnixTarget names mongopool-proxy listening on a Unix socket: the
+// sidecar layout, its clients on its host (see ProxyConfig.Unix).
+const ProxyUnixTarget = "mongopool-proxy-unix"
+
 // DirectTarget names the clients connected straight to the server.
 const DirectTarget = "direct"
 
@@ -64,6 +68,11 @@ type ProxyConfig struct {
 	Proxy       bool
 	MaxPoolSize int
 	ProxyArgs   []string
+	// Unix adds mongopool-proxy listening on a Unix socket, its clients
+	// connecting there (ProxyUnixTarget), beside the one on TCP: a
+	// sidecar's clients are on its host. The targets are checked
+	// against the TCP one.
+	Unix bool
 	// Peers are other proxies, each a command started for each run.
 	Peers []Peer
 
@@ -199,6 +208,7 @@ type ProxyBench struct {
 // started afresh for each run.
 type benchTarget struct {
 	name string
+	unix bool // listens on a Unix socket
 	// command returns the command that starts the proxy listening on
 	// listen; nil for direct.
 	command func(listen string) *exec.Cmd
@@ -316,21 +326,21 @@ func (b *ProxyBench) build() error {
 		}
 	}
 	b.targets = []*benchTarget{{name: DirectTarget}}
-	if b.cfg.Proxy && b.cfg.ProxyBin == "" {
+	if (b.cfg.Proxy || b.cfg.Unix) && b.cfg.ProxyBin == "" {
 		if _, err := os.Stat(filepath.Join(b.cfg.Repo, "cmd", ProxyTarget)); errors.Is(err, os.ErrNotExist) {
 			b.note("There is no cmd/%s in %s: measured without it.", ProxyTarget, b.cfg.Repo)
 			b.progress("no cmd/%s: measuring without it", ProxyTarget)
-			b.cfg.Proxy = false
+			b.cfg.Proxy, b.cfg.Unix = false, false
 		}
 	}
-	if b.cfg.Proxy {
+	if b.cfg.Proxy || b.cfg.Unix {
 		if b.cfg.ProxyBin == "" {
 			if b.cfg.ProxyBin, err = goBuild(ProxyTarget, filepath.Join("cmd", ProxyTarget)); err != nil {
 				return err
 			}
 		}
 		bin := b.cfg.ProxyBin
-		b.targets = append(b.targets, &benchTarget{name: ProxyTarget, command: func(listen string) *exec.Cmd {
+		command := func(listen string) *exec.Cmd {
 			args := []string{"-listen", listen, "-upstream", b.server.proxyUpstream()}
 			if b.cfg.MaxPoolSize > 0 {
 				args = append(args, "-max-pool-size", strconv.Itoa(b.cfg.MaxPoolSize))
@@ -342,7 +352,13 @@ func (b *ProxyBench) build() error {
 				args = append(args, "-admin=")
 			}
 			return exec.Command(bin, append(args, b.cfg.ProxyArgs...)...)
-		}})
+		}
+		if b.cfg.Proxy {
+			b.targets = append(b.targets, &benchTarget{name: ProxyTarget, command: command})
+		}
+		if b.cfg.Unix {
+			b.targets = append(b.targets, &benchTarget{name: ProxyUnixTarget, unix: true, command: command})
+		}
 	}
 	names := map[string]int{}
 	for _, t := range b.targets {
@@ -412,7 +428,9 @@ func (b *ProxyBench) startTarget(t *benchTarget) (addr string, p *proc, err erro
 	if t.direct() {
 		return b.server.primary, nil, nil
 	}
-	if addr, err = freeAddr(); err != nil {
+	if t.unix {
+		addr = filepath.Join(b.tmp, "proxy.sock")
+	} else if addr, err = freeAddr(); err != nil {
 		return "", nil, err
 	}
 	if p, err = startProc(t.name, t.command(addr)); err != nil {

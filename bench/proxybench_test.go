@@ -36,6 +36,7 @@ func TestProxyBenchSmoke(t *testing.T) {
 	cfg := SmokeProxy()
 	cfg.Repo = repo
 	cfg.Peers = []Peer{{Name: "fwd", Template: fwd + " -listen {listen} -upstream {upstream}"}}
+	cfg.Unix = true    // and on a Unix socket, when the repository has the proxy
 	cfg.PerProcess = 3 // 5 clients: two workers
 	cfg.Worker = func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0])
@@ -52,7 +53,7 @@ func TestProxyBenchSmoke(t *testing.T) {
 	withProxy := !errors.Is(err, os.ErrNotExist)
 	want := []string{DirectTarget, "fwd"}
 	if withProxy {
-		want = []string{DirectTarget, ProxyTarget, "fwd"}
+		want = []string{DirectTarget, ProxyTarget, ProxyUnixTarget, "fwd"}
 	}
 
 	r := &b.Report
@@ -86,7 +87,7 @@ func TestProxyBenchSmoke(t *testing.T) {
 		if (x.Target == DirectTarget || x.Target == "fwd") && x.Upstream != x.Clients {
 			t.Errorf("%s: the server saw %d connections at most, want one per client", where, x.Upstream)
 		}
-		if x.Target == ProxyTarget && (x.Upstream < 1 || x.Upstream-x.UpstreamIdle > cfg.MaxPoolSize) {
+		if (x.Target == ProxyTarget || x.Target == ProxyUnixTarget) && (x.Upstream < 1 || x.Upstream-x.UpstreamIdle > cfg.MaxPoolSize) {
 			t.Errorf("%s: %d upstream connections, %d before any client, maxPoolSize %d", where, x.Upstream, x.UpstreamIdle, cfg.MaxPoolSize)
 		}
 		if x.Target != DirectTarget && x.TargetRSS == 0 {

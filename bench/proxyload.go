@@ -10,6 +10,7 @@ import (
 	"net"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,7 +168,11 @@ type wireConn struct {
 // dialWire connects to addr and says hello, within timeout.
 func dialWire(addr string, timeout time.Duration) (*wireConn, error) {
 	deadline := time.Now().Add(timeout)
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+	network := "tcp"
+	if strings.HasSuffix(addr, ".sock") {
+		network = "unix" // mongopool-proxy-unix
+	}
+	conn, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -102,13 +102,17 @@ func (p *Proxy) waitResumed(ctx context.Context, up *mongopool.Client) error {
 
 // mayAdminister reports whether the client may pause and resume the
 // proxy: an authenticated user with admin: true, or, when the proxy
-// authenticates no client, a client on the proxy's own host (loopback).
+// authenticates no client, a client on the proxy's own host (loopback, or
+// a Unix socket).
 func (cc *clientConn) mayAdminister() bool {
 	if cc.p.authRequired() {
 		return cc.user != nil && cc.user.Admin
 	}
-	if addr, ok := cc.nc.RemoteAddr().(*net.TCPAddr); ok {
+	switch addr := cc.nc.RemoteAddr().(type) {
+	case *net.TCPAddr:
 		return addr.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
 	}
 	return false
 }

@@ -37,7 +37,7 @@ var nodePackages = filepath.Join("..", "mongotest", "nodetest")
 // whose upstream connections are compressed with snappy) and a sharded
 // cluster of two mongoses and two shards (proxy D); proxy E, in front of
 // the replica set too, authenticates its clients (-users: SCRAM users and
-// an X.509 one) over TLS. The tests get their URIs, the control endpoints'
+// an X.509 one) over TLS; proxy F listens on a Unix socket. The tests get their URIs, the control endpoints'
 // URLs, the users' passwords and the TLS files from the environment.
 //
 // Without Node.js 20.19 or later, or without the npm packages, it is
@@ -75,6 +75,9 @@ func TestNode(t *testing.T) {
 	b, _ := proxy("B", rs.uri, "-listen")
 	c, _ := proxy("C", withOption(rs.uri, "compressors", "snappy"), "-listen")
 	d, _ := proxy("D", sc.uri, "-listen")
+	// Proxy F listens on a Unix socket only.
+	sock := filepath.Join(t.TempDir(), "f.sock")
+	f, _, _ := startCommandLogging(t, &prefixWriter{prefix: "proxy F: ", w: &logs}, "-upstream", rs.uri, "-shutdown-timeout", "5s", "-listen", sock)
 	// Proxy E authenticates its clients, over TLS only.
 	authn := startAuthProxy(t, rs.uri, &prefixWriter{prefix: "proxy E: ", w: &logs})
 
@@ -93,6 +96,7 @@ func TestNode(t *testing.T) {
 		"PROXY_LB_URI=mongodb://"+aLB[0]+"/?loadBalanced=true",
 		"PROXY_SNAPPY_URI=mongodb://"+c[0]+"/",
 		"PROXY_SHARDED_URI=mongodb://"+d[0]+"/",
+		"PROXY_UNIX_URI=mongodb://"+url.PathEscape(f[0])+"/",
 		"MONGOTEST_CONTROL="+rs.control,
 		"MONGOTEST_SHARDED_CONTROL="+sc.control,
 		"PROXY_AUTH_URI=mongodb://"+authn.addr+"/",

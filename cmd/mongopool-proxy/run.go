@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -50,10 +51,11 @@ type flags struct {
 	reusePort       bool
 	cpuProfile      string
 	busyPoll        time.Duration
+	unixMode        os.FileMode
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
-	o := &flags{}
+	o := &flags{unixMode: 0o777}
 	fs := flag.NewFlagSet("mongopool-proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -62,7 +64,15 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	fs.StringVar(&o.upstream, "upstream", "", "the `URI` of the deployment to proxy (mongodb:// or mongodb+srv://, with its options: maxPoolSize, tls, compressors, the proxy's credentials...); none: an in-process test replica set")
 	fs.Var(&o.upstreamAs, "upstream-as", "`NAME=URI`: another upstream credential, with pools of its own, that users of the users file name (repeatable)")
-	fs.Var(&o.listen, "listen", "an `address` to serve clients on as a mongos (repeatable; default 127.0.0.1:27018 when no listener is given)")
+	fs.Var(&o.listen, "listen", "an `address` to serve clients on as a mongos, host:port or a Unix socket's path (absolute, or ending in .sock; clients connect to mongodb://%2Fpath%2Fto%2Fit.sock/) (repeatable; default 127.0.0.1:27018 when no listener is given)")
+	fs.Func("unix-socket-mode", "the file `mode` of Unix socket listeners, in octal (default 0777: every local user may connect, as to a loopback port; 0770 keeps to the owner and group)", func(s string) error {
+		m, err := strconv.ParseUint(s, 8, 32)
+		if err != nil || m > 0o777 {
+			return fmt.Errorf("%q is not a file mode in octal, such as 0770", s)
+		}
+		o.unixMode = os.FileMode(m)
+		return nil
+	})
 	fs.Var(&o.lb, "listen-lb", "an `address` to serve clients on as a load balancer, for loadBalanced=true clients (repeatable)")
 	fs.IntVar(&o.maxPoolSize, "max-pool-size", 0, "the most upstream connections per server and credential (default: the URI's maxPoolSize, else 100)")
 	fs.IntVar(&o.cfg.MaxClientConns, "max-clients", 10000, "the most client connections at once")
@@ -390,7 +400,13 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 		persona proxy.Persona
 	}{{o.listen, proxy.Mongos}, {o.lb, proxy.LoadBalancer}} {
 		for _, addr := range group.addrs {
-			ln, err := listen(ctx, addr, o.reusePort)
+			var ln net.Listener
+			var err error
+			if isUnixSocket(addr) {
+				ln, err = listenUnix(addr, o.unixMode, o.reusePort)
+			} else {
+				ln, err = listen(ctx, addr, o.reusePort)
+			}
 			if err != nil {
 				closeAll()
 				return fmt.Errorf("listening: %w", err)

@@ -40,6 +40,7 @@ func main() {
 	flag.IntVar(&cfg.Docs, "docs", cfg.Docs, "documents in the collection the finds look up by _id")
 	flag.IntVar(&cfg.ReplSet, "replset", 0, "run the server as a replica set of `N` members (the load on its primary) rather than a standalone")
 	flag.BoolVar(&cfg.Proxy, "proxy", cfg.Proxy, "measure mongopool-proxy (built from cmd/mongopool-proxy)")
+	flag.BoolVar(&cfg.Unix, "unix", cfg.Unix, "measure mongopool-proxy on a Unix socket too, its clients connecting there (mongopool-proxy-unix: the sidecar layout)")
 	flag.StringVar(&cfg.ProxyBin, "proxy-bin", "", "a mongopool-proxy binary to run rather than build")
 	flag.StringVar(&cfg.ServerBin, "server-bin", "", "a mongotest binary to run rather than build")
 	flag.IntVar(&cfg.MaxPoolSize, "max-pool-size", cfg.MaxPoolSize, "mongopool-proxy's -max-pool-size")
