@@ -85,7 +85,13 @@ func (p *BusyPoller) Budget() time.Duration {
 // enter marks a reply awaited.
 func (p *BusyPoller) enter() {
 	if p != nil && p.active.Add(1) > 1 {
-		p.crowded.Store(time.Now().UnixNano())
+		// Under load every reply comes here: the time is written once a
+		// millisecond at most, not by every one, so that the cores do
+		// not pass its cache line around.
+		now := time.Now().UnixNano()
+		if now-p.crowded.Load() > int64(time.Millisecond) {
+			p.crowded.Store(now)
+		}
 	}
 }
 

@@ -260,3 +260,17 @@ func TestWaitPollsATLSConnectionsSocket(t *testing.T) {
 		t.Fatalf("read after Wait: %q, %v; want the bytes sent", buf, err)
 	}
 }
+
+// BenchmarkBusyPollerCrowded is the cost a BusyPoller adds to each reply
+// under load: marking it awaited and done, with others awaited at once.
+func BenchmarkBusyPollerCrowded(b *testing.B) {
+	p := NewBusyPoller(MaxBusyPoll)
+	p.enter() // another reply, always awaited
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			p.enter()
+			p.exit()
+		}
+	})
+}
