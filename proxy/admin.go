@@ -197,6 +197,14 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	o = bsoncore.AppendInt64Element(o, "longPolls", int64(st.LongPolls))
 	doc, _ = bsoncore.AppendDocumentEnd(o, oidx)
 
+	if bp := p.conf().BusyPoller; bp != nil {
+		bidx, b := bsoncore.AppendDocumentElementStart(doc, "busyPoll")
+		b = bsoncore.AppendInt64Element(b, "budgetMicros", bp.Budget().Microseconds())
+		b = bsoncore.AppendInt64Element(b, "polls", st.BusyPolls)
+		b = bsoncore.AppendInt64Element(b, "hits", st.BusyPollHits)
+		doc, _ = bsoncore.AppendDocumentEnd(b, bidx)
+	}
+
 	pidx, pd := bsoncore.AppendDocumentElementStart(doc, "pinned")
 	pd = bsoncore.AppendInt64Element(pd, "cursors", int64(st.Cursors))
 	pd = bsoncore.AppendInt64Element(pd, "transactions", int64(st.Pins))

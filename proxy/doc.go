@@ -42,8 +42,9 @@
 //
 // The proxyStatus command (db.adminCommand({proxyStatus: 1}) from mongosh)
 // reports the proxy's clients (by application name and address), its
-// operations, queue and overload counts, its pinned cursors and
-// transactions and each upstream server's pool; Stats, Apps and Clients
+// operations, queue and overload counts, its busy polls (see
+// Config.BusyPoller), its pinned cursors and transactions and each
+// upstream server's pool; Stats, Apps and Clients
 // give the same to Go, and metrics/prometheus's ProxyCollector to
 // Prometheus.
 //

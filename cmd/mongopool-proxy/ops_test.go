@@ -432,3 +432,69 @@ func TestTLSCertificateBySNI(t *testing.T) {
 		conn.Close()
 	}
 }
+
+// busyPollStatus returns the busyPoll part of proxyStatus.
+func busyPollStatus(t *testing.T, ctx context.Context, c *mongo.Client) (budgetMicros, polls int64) {
+	t.Helper()
+	var st struct {
+		BusyPoll struct{ BudgetMicros, Polls int64 }
+	}
+	if err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "proxyStatus", Value: 1}}).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st.BusyPoll.BudgetMicros, st.BusyPoll.Polls
+}
+
+// -config's busyPoll sets the budget over -busy-poll's, and a reload
+// changes it: 0 stops polling, and a bad value is refused.
+func TestBusyPollConfig(t *testing.T) {
+	rs := startRS(t)
+	config := filepath.Join(t.TempDir(), "config.json")
+	writeFile(t, config, map[string]any{"busyPoll": "0s"})
+	d := startDaemon(t, "-upstream", rs.URI(), "-listen", "127.0.0.1:0", "-config", config)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + d.addr + "/").SetServerSelectionTimeout(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(context.Background())
+	pings := func() {
+		for range 20 {
+			if err := c.Ping(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Database("db").RunCommand(ctx, bson.D{{Key: "count", Value: "c"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pings()
+	if budget, polls := busyPollStatus(t, ctx, c); budget != 0 || polls != 0 {
+		t.Errorf("with busyPoll 0s: budget %dµs, %d polls; want none", budget, polls)
+	}
+
+	writeFile(t, config, map[string]any{"busyPoll": "1ms"})
+	if out := d.doReload(); out != "reloaded" {
+		t.Fatalf("reload: %q", out)
+	}
+	budget, _ := busyPollStatus(t, ctx, c)
+	if budget == 0 {
+		t.Skip("this machine does not poll (one CPU, or not Linux)")
+	}
+	if budget != 1000 {
+		t.Errorf("after a reload with busyPoll 1ms: budget %dµs", budget)
+	}
+	pings()
+	if _, polls := busyPollStatus(t, ctx, c); polls == 0 {
+		t.Error("no poll after busyPoll went to 1ms")
+	}
+
+	writeFile(t, config, map[string]any{"busyPoll": "5ms"})
+	if out := d.doReload(); !strings.HasPrefix(out, "reload refused") || !strings.Contains(out, "busyPoll 5ms is out of [0, 1ms]") {
+		t.Errorf("reload of busyPoll 5ms: %q, want it refused", out)
+	}
+	if budget, _ := busyPollStatus(t, ctx, c); budget != 1000 {
+		t.Errorf("after a refused reload: budget %dµs, want 1000 still", budget)
+	}
+}

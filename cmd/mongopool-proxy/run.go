@@ -83,12 +83,12 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&o.cfg.CursorTimeout, "cursor-timeout", 10*time.Minute, "how long an unused cursor stays mapped")
 	fs.IntVar(&o.cfg.MaxAuthFailures, "max-auth-failures", 20, "the most failed authentications per user, client address and minute")
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
-	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never)")
+	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never; at most 1ms)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus) and /dashboard/; empty: none. Keep it on loopback or a private network: it has no authentication")
 	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
-	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize) over the flags'; reloaded on SIGHUP")
+	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize, busyPoll) over the flags'; reloaded on SIGHUP")
 	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
 	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
@@ -107,8 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	if o.maxPoolSize < 0 {
 		return nil, fmt.Errorf("-max-pool-size %d is negative", o.maxPoolSize)
 	}
-	if o.busyPoll < 0 {
-		return nil, fmt.Errorf("-busy-poll %v is negative: give 0 to turn polling off", o.busyPoll)
+	if o.busyPoll < 0 || o.busyPoll > connection.MaxBusyPoll {
+		return nil, fmt.Errorf("-busy-poll %v is out of [0, %v]: give 0 to turn polling off", o.busyPoll, connection.MaxBusyPoll)
 	}
 	if len(o.tlsCerts) != len(o.tlsKeys) {
 		return nil, fmt.Errorf("%d -tls-cert for %d -tls-key: give them in pairs", len(o.tlsCerts), len(o.tlsKeys))
@@ -156,11 +156,10 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	o.cfg.Logger = log
-	if o.busyPoll > 0 {
-		// One for the process: its clients' upstream connections and
-		// its client connections poll by turns.
-		o.cfg.BusyPoller = connection.NewBusyPoller(o.busyPoll)
-	}
+	// One for the process: its clients' upstream connections and its
+	// client connections poll by turns. It is made even without a budget,
+	// which a reload of -config may give.
+	o.cfg.BusyPoller = connection.NewBusyPoller(o.busyPoll)
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)
 		if err == nil {
@@ -188,13 +187,14 @@ func runWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type reloadable struct {
 	cfg         proxy.Config
 	maxPoolSize int
+	busyPoll    time.Duration
 	users       *proxy.Users
 	tls         *tls.Config
 }
 
 // load reads the configuration files.
 func (o *flags) load() (*reloadable, error) {
-	r := &reloadable{cfg: o.cfg, maxPoolSize: o.maxPoolSize}
+	r := &reloadable{cfg: o.cfg, maxPoolSize: o.maxPoolSize, busyPoll: o.busyPoll}
 	r.cfg.Users, r.cfg.Upstreams = nil, nil
 	if o.configFile != "" {
 		if err := applyConfigFile(o.configFile, r); err != nil {
@@ -256,6 +256,7 @@ type configFile struct {
 	MaxLongPolls    *int    `json:"maxLongPolls"`
 	MaxAuthFailures *int    `json:"maxAuthFailures"`
 	MaxPoolSize     *int    `json:"maxPoolSize"`
+	BusyPoll        *string `json:"busyPoll"`
 }
 
 func applyConfigFile(path string, r *reloadable) error {
@@ -296,6 +297,12 @@ func applyConfigFile(path string, r *reloadable) error {
 	if err := dur("electionHold", f.ElectionHold, &r.cfg.ElectionHold); err != nil {
 		return err
 	}
+	if err := dur("busyPoll", f.BusyPoll, &r.busyPoll); err != nil {
+		return err
+	}
+	if r.busyPoll < 0 || r.busyPoll > connection.MaxBusyPoll {
+		return fmt.Errorf("-config %s: busyPoll %v is out of [0, %v]", path, r.busyPoll, connection.MaxBusyPoll)
+	}
 	if r.maxPoolSize < 0 {
 		return fmt.Errorf("-config %s: maxPoolSize %d is negative", path, r.maxPoolSize)
 	}
@@ -310,6 +317,7 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 	if err != nil {
 		return err
 	}
+	conf.cfg.BusyPoller.SetBudget(conf.busyPoll) // -config's, if it has one
 	uri := o.upstream
 	if uri == "" {
 		rs, err := mongotest.StartReplicaSet("rs0", 3)
@@ -500,6 +508,7 @@ func applyReload(o *flags, p *proxy.Proxy, clients []*mongopool.Client, tlsConf 
 	if err := p.Reconfigure(conf.cfg); err != nil {
 		return err
 	}
+	conf.cfg.BusyPoller.SetBudget(conf.busyPoll)
 	if conf.users != nil {
 		if err := p.SetUsers(conf.users); err != nil {
 			return err

@@ -144,6 +144,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-max-pool-size", "-1"},
 		{"-busy-poll", "-1us"},
+		{"-busy-poll", "2ms"},
 		{"-log-level", "loud"},
 		{"extra"},
 		{"-compressors", "lz4", "-listen", "127.0.0.1:0"},
