@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ import (
 	prommetrics "github.com/mongopool/mongopool/metrics/prometheus"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/proxy"
+	"github.com/mongopool/mongopool/topology"
 )
 
 // adminServer is the admin HTTP listener: /metrics for Prometheus (the
@@ -29,6 +31,9 @@ type adminServer struct {
 	pools *prommetrics.Collector
 	ln    net.Listener
 	done  chan struct{}
+	// draining is set once the proxy drains: /readyz then says so, for
+	// the load balancer or orchestrator to send new clients elsewhere.
+	draining atomic.Bool
 }
 
 // newAdmin makes the admin endpoints' dashboard and collector, before the
@@ -104,6 +109,18 @@ func (a *adminServer) serve(ln net.Listener, p *proxy.Proxy, log *slog.Logger) e
 		}
 		fmt.Fprintln(w, "resumed")
 	})
+	// Liveness: the process answers. Readiness: it takes new clients
+	// (see notReady).
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if why := a.notReady(p); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dashboard/", http.StatusFound)
 	})
@@ -116,6 +133,28 @@ func (a *adminServer) serve(ln net.Listener, p *proxy.Proxy, log *slog.Logger) e
 		}
 	}()
 	return nil
+}
+
+// notReady says why the proxy should get no new clients now, or "": it
+// drains, or its upstream has no server that holds data (all unreachable,
+// or out of the proxy's wire versions). An election, a deployment
+// without a primary for a while, keeps it ready: the proxy holds the
+// writes through it (-election-hold), as its clients would.
+func (a *adminServer) notReady(p *proxy.Proxy) string {
+	if a.draining.Load() {
+		return "draining: the proxy is stopping; connect new clients to another one"
+	}
+	d := p.Upstream("").Topology().Description()
+	if d.CompatibilityError != nil {
+		return "the upstream is out of the proxy's wire versions: " + d.CompatibilityError.Error()
+	}
+	for _, s := range d.Servers() {
+		switch s.Type {
+		case topology.Standalone, topology.Mongos, topology.RSPrimary, topology.RSSecondary, topology.LoadBalancer:
+			return ""
+		}
+	}
+	return "no upstream server that holds data is reachable: " + d.Summary()
 }
 
 // close stops the admin listener, if it serves, within ctx.

@@ -35,6 +35,7 @@ type daemon struct {
 	lines  chan string
 	done   chan int
 	addr   string
+	admin  string // host:port of the admin listener, when given one
 }
 
 // startDaemon runs the command with args (and no admin listener), and
@@ -71,6 +72,9 @@ func (d *daemon) next(prefix string) string {
 		case line, ok := <-d.lines:
 			if !ok {
 				d.t.Fatalf("the command ended before printing %q", prefix)
+			}
+			if a, ok := strings.CutPrefix(line, "admin on http://"); ok {
+				d.admin, _, _ = strings.Cut(a, "/")
 			}
 			if strings.HasPrefix(line, prefix) {
 				return line

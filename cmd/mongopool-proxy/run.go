@@ -86,7 +86,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never; at most 1ms)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus) and /dashboard/; empty: none. Keep it on loopback or a private network: it has no authentication")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus), /dashboard/, /healthz and /readyz (for orchestrators and load balancers), POST /pause and /resume; empty: none. Keep it on loopback or a private network: it has no authentication")
 	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
 	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize, busyPoll) over the flags'; reloaded on SIGHUP")
 	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
@@ -445,7 +445,7 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 	}
 	fmt.Fprintf(stdout, "upstream: %s\n", redactURI(uri))
 	if admin != nil {
-		fmt.Fprintf(stdout, "admin on http://%s/ (/metrics, /dashboard/)\n", admin.ln.Addr())
+		fmt.Fprintf(stdout, "admin on http://%s/ (/metrics, /dashboard/, /healthz, /readyz)\n", admin.ln.Addr())
 	}
 	errc := make(chan error, len(lns))
 	for _, l := range lns {
@@ -477,6 +477,9 @@ loop:
 				fmt.Fprintln(stdout, "reloaded")
 			}
 		}
+	}
+	if admin != nil {
+		admin.draining.Store(true)
 	}
 	log.Info("draining", "timeout", o.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
