@@ -125,6 +125,21 @@ func (h *histogram) load() Histogram {
 	return s
 }
 
+// Recorder records durations in a [Histogram]'s buckets, with atomic
+// counters and no lock: for the timings of a pool's user beside the pool's
+// own (a proxy's operations, say), read as the pool's are. Its zero value
+// is ready; it must not be copied after first use.
+type Recorder struct {
+	h histogram
+}
+
+// Observe records one sample; a negative one (a clock that went back)
+// counts as 0.
+func (r *Recorder) Observe(d time.Duration) { r.h.observe(d) }
+
+// Histogram returns the samples recorded so far.
+func (r *Recorder) Histogram() Histogram { return r.h.load() }
+
 // DefaultUseSampling is how many check-outs there are, on average, for each
 // one whose use the Use histogram times: see [WithUseSampling].
 const DefaultUseSampling = 64

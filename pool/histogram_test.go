@@ -313,3 +313,22 @@ func TestStatsUseSampledAtRandom(t *testing.T) {
 		}
 	})
 }
+
+func TestRecorder(t *testing.T) {
+	var r pool.Recorder
+	for _, d := range []time.Duration{-time.Second, 0, time.Microsecond, 3 * time.Microsecond, time.Millisecond} {
+		r.Observe(d)
+	}
+	h := r.Histogram()
+	if h.Count != 5 || h.Sum != time.Millisecond+4*time.Microsecond {
+		t.Fatalf("Count %d, Sum %v; want 5 samples summing to 1.004ms (the negative one as 0)", h.Count, h.Sum)
+	}
+	// 0, 0 and 1µs in bucket 0; 3µs in bucket 2 (2µs, 4µs]; 1ms in bucket
+	// 10 (512µs, 1024µs].
+	want := map[int]uint64{0: 3, 2: 1, 10: 1}
+	for i, n := range h.Counts {
+		if n != want[i] {
+			t.Errorf("bucket %d: %d samples, want %d", i, n, want[i])
+		}
+	}
+}

@@ -195,6 +195,11 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	o = bsoncore.AppendInt64Element(o, "heldRecovered", st.HeldRecovered)
 	o = bsoncore.AppendInt64Element(o, "maxTimeExpired", st.MaxTimeExpired)
 	o = bsoncore.AppendInt64Element(o, "longPolls", int64(st.LongPolls))
+	lidx, l := bsoncore.AppendDocumentElementStart(o, "latencyMicros")
+	l = bsoncore.AppendInt64Element(l, "mean", st.Latency.Mean().Microseconds())
+	l = bsoncore.AppendInt64Element(l, "p50", st.Latency.Quantile(0.5).Microseconds())
+	l = bsoncore.AppendInt64Element(l, "p99", st.Latency.Quantile(0.99).Microseconds())
+	o, _ = bsoncore.AppendDocumentEnd(l, lidx)
 	doc, _ = bsoncore.AppendDocumentEnd(o, oidx)
 
 	if bp := p.conf().BusyPoller; bp != nil {

@@ -321,6 +321,7 @@ type exchangeOf struct {
 	moreToCome bool              // the client wants no reply
 	exhaust    bool              // exhaustAllowed
 	received   time.Time
+	longPoll   bool // an awaitData getMore: its time is not an operation's latency
 }
 
 // reply writes body as the reply to the request of ex, compressed as the

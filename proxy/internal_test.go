@@ -167,6 +167,13 @@ func TestLongPollsCapped(t *testing.T) {
 	if p.longPolls.Load() != 0 {
 		t.Fatalf("%d long polls counted after they ended", p.longPolls.Load())
 	}
+	// The long poll (300ms, blocked) is no operation's latency: the
+	// insert, the finds and the count are, all much quicker.
+	st := p.Stats()
+	if st.Latency.Count != uint64(st.Operations)-1 || st.Latency.Quantile(1) >= 300*time.Millisecond {
+		t.Errorf("Latency: %d samples, the longest %v, for %d operations relayed, one of them a long poll of 300ms",
+			st.Latency.Count, st.Latency.Quantile(1), st.Operations)
+	}
 }
 
 func TestParsePersona(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -206,9 +207,10 @@ type Proxy struct {
 	authFails *failTable
 
 	nextConnID atomic.Int64
-	queued     atomic.Int64 // operations waiting for a server or connection
-	paused     atomic.Int32 // upstreams paused: 0 spares the hot path a look
-	longPolls  atomic.Int64 // awaitData getMores in flight
+	queued     atomic.Int64  // operations waiting for a server or connection
+	paused     atomic.Int32  // upstreams paused: 0 spares the hot path a look
+	longPolls  atomic.Int64  // awaitData getMores in flight
+	latency    pool.Recorder // of the operations relayed (see Stats.Latency)
 	stats      counters
 
 	wg      sync.WaitGroup // the listeners' and the connections' goroutines
@@ -478,6 +480,12 @@ type Stats struct {
 	// transactions pinned to a mongos; LongPolls the awaitData getMores
 	// in flight.
 	Cursors, Pins, LongPolls int
+	// Latency is the distribution of the relayed operations' times, from
+	// a request read whole to its server's reply (the waits for a server
+	// and a connection, and the retries held through a failure, included):
+	// one sample for each operation Operations counts, but the awaitData
+	// getMores, which wait for data.
+	Latency pool.Histogram
 	// BusyPolls counts the waits for a socket that Config.BusyPoller
 	// polled (for the clients' requests and, if the proxy's clients share
 	// it, for the upstream replies); BusyPollHits those that saw the
@@ -517,5 +525,6 @@ func (p *Proxy) Stats() Stats {
 		LongPolls:      int(p.longPolls.Load()),
 	}
 	st.BusyPolls, st.BusyPollHits = p.cfg.Load().BusyPoller.Stats()
+	st.Latency = p.latency.Histogram()
 	return st
 }

@@ -223,4 +223,13 @@ func TestProxyStatusCommand(t *testing.T) {
 			t.Fatalf("the failed command was not counted: %+v", a)
 		}
 	}
+	// Every operation relayed is timed (none of them a long poll): the
+	// inserts, the unknown command and the find, at least.
+	stats := p.Stats()
+	if stats.Latency.Count != uint64(stats.Operations) || stats.Latency.Count < 7 || stats.Latency.Sum <= 0 {
+		t.Errorf("Latency: %d samples summing to %v for %d operations relayed", stats.Latency.Count, stats.Latency.Sum, stats.Operations)
+	}
+	if p50 := st.Lookup("operations", "latencyMicros", "p50").Int64(); p50 <= 0 {
+		t.Errorf("proxyStatus's operations.latencyMicros: %v", st.Lookup("operations", "latencyMicros"))
+	}
 }

@@ -214,6 +214,7 @@ func (cc *clientConn) getMore(ex exchangeOf, req *request, seqs []wire.Sequence)
 		}
 	}
 	putInt64(req.body, req.firstOff, c.id)
+	ex.longPoll = c.longPoll
 	reply, _, err := cc.forward(ex, req, seqs, mongopool.WithServer(c.server), retryNone)
 	if c.longPoll {
 		p.longPolls.Add(-1) // before the reply: the client may count on it then
@@ -344,6 +345,15 @@ func containsID(reply bson.Raw, field string, id int64) bool {
 // within Config.ElectionHold. It returns the reply and the server's
 // address, or why no server replied.
 func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption, kind retryKind) (bson.Raw, string, error) {
+	reply, server, err := cc.forwardAttempts(ex, req, seqs, opt, kind)
+	if !ex.longPoll {
+		cc.p.latency.Observe(time.Since(ex.received))
+	}
+	return reply, server, err
+}
+
+// forwardAttempts is forward but for the timing of the operation.
+func (cc *clientConn) forwardAttempts(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption, kind retryKind) (bson.Raw, string, error) {
 	p := cc.p
 	p.stats.operations.Add(1)
 	cc.operations.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,13 @@ func TestMetricsLint(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^` + name + ` \d+$`).MatchString(text) {
 			t.Errorf("/metrics has no %s", name)
 		}
+	}
+	// The operations' latency: the inserts, the count and the unknown
+	// command, at least.
+	if m := regexp.MustCompile(`(?m)^mongopool_proxy_operation_duration_seconds_count (\d+)$`).FindStringSubmatch(text); m == nil {
+		t.Error("/metrics has no mongopool_proxy_operation_duration_seconds")
+	} else if n, _ := strconv.Atoi(m[1]); n < 7 {
+		t.Errorf("mongopool_proxy_operation_duration_seconds_count = %d, want 7 or more", n)
 	}
 	// The upstream pools: one per member of the test replica set.
 	if n := len(regexp.MustCompile(`(?m)^mongopool_max_connections\{[^}]*pool="upstream"`).FindAllString(text, -1)); n != 3 {
