@@ -195,6 +195,7 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	o = bsoncore.AppendInt64Element(o, "heldRecovered", st.HeldRecovered)
 	o = bsoncore.AppendInt64Element(o, "maxTimeExpired", st.MaxTimeExpired)
 	o = bsoncore.AppendInt64Element(o, "longPolls", int64(st.LongPolls))
+	o = bsoncore.AppendInt64Element(o, "slow", st.SlowOperations)
 	lidx, l := bsoncore.AppendDocumentElementStart(o, "latencyMicros")
 	l = bsoncore.AppendInt64Element(l, "mean", st.Latency.Mean().Microseconds())
 	l = bsoncore.AppendInt64Element(l, "p50", st.Latency.Quantile(0.5).Microseconds())

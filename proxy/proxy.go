@@ -126,6 +126,12 @@ type Config struct {
 	// clients the same one (mongopool.WithBusyPoller), for the upstream
 	// side of the hop.
 	BusyPoller *connection.BusyPoller
+	// SlowOperation is the time past which a relayed operation is logged
+	// at Warn, with its client, application, command, database, server,
+	// time and outcome (1 s by default; a negative value turns it off).
+	// At most 10 lines a second: the next line says how many were not
+	// logged; Stats.SlowOperations counts them all.
+	SlowOperation time.Duration
 }
 
 // withDefaults returns cfg with its defaults filled in.
@@ -153,6 +159,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = time.Minute
+	}
+	if cfg.SlowOperation == 0 {
+		cfg.SlowOperation = time.Second
 	}
 	if cfg.MaxAuthFailures == 0 {
 		cfg.MaxAuthFailures = defaultMaxAuthFailures
@@ -211,6 +220,7 @@ type Proxy struct {
 	paused     atomic.Int32  // upstreams paused: 0 spares the hot path a look
 	longPolls  atomic.Int64  // awaitData getMores in flight
 	latency    pool.Recorder // of the operations relayed (see Stats.Latency)
+	slowLog    slowLog
 	stats      counters
 
 	wg      sync.WaitGroup // the listeners' and the connections' goroutines
@@ -486,6 +496,9 @@ type Stats struct {
 	// one sample for each operation Operations counts, but the awaitData
 	// getMores, which wait for data.
 	Latency pool.Histogram
+	// SlowOperations counts the relayed operations that took
+	// Config.SlowOperation or longer, logged or not.
+	SlowOperations int64
 	// BusyPolls counts the waits for a socket that Config.BusyPoller
 	// polled (for the clients' requests and, if the proxy's clients share
 	// it, for the upstream replies); BusyPollHits those that saw the
@@ -500,6 +513,7 @@ type counters struct {
 	operations, local           atomic.Int64
 	overloaded, maxTimeExpired  atomic.Int64
 	held, heldRecovered         atomic.Int64
+	slowOperations              atomic.Int64
 	authFailures                atomic.Int64
 }
 
@@ -526,5 +540,6 @@ func (p *Proxy) Stats() Stats {
 	}
 	st.BusyPolls, st.BusyPollHits = p.cfg.Load().BusyPoller.Stats()
 	st.Latency = p.latency.Histogram()
+	st.SlowOperations = p.stats.slowOperations.Load()
 	return st
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -347,9 +348,68 @@ func containsID(reply bson.Raw, field string, id int64) bool {
 func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence, opt mongopool.CommandOption, kind retryKind) (bson.Raw, string, error) {
 	reply, server, err := cc.forwardAttempts(ex, req, seqs, opt, kind)
 	if !ex.longPoll {
-		cc.p.latency.Observe(time.Since(ex.received))
+		took := time.Since(ex.received)
+		cc.p.latency.Observe(took)
+		if slow := cc.p.conf().SlowOperation; slow > 0 && took >= slow {
+			cc.slowOperation(req, server, took, reply, err)
+		}
 	}
 	return reply, server, err
+}
+
+// slowOperation counts and logs an operation slower than
+// Config.SlowOperation: what, whose, where, how long, and how it ended.
+// At most slowLogsPerSecond are logged each second; the next line logged
+// says how many were not.
+func (cc *clientConn) slowOperation(req *request, server string, took time.Duration, reply bson.Raw, err error) {
+	p := cc.p
+	p.stats.slowOperations.Add(1)
+	suppressed, ok := p.slowLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = err.Error()
+	} else if werr := wire.CheckReply(reply); werr != nil {
+		outcome = werr.Error()
+	}
+	app := ""
+	if a := cc.app.Load(); a != nil {
+		app = a.name
+	}
+	p.log.Warn("proxy: slow operation", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "app", app,
+		"command", req.name, "db", string(req.db), "server", server, "took", took, "outcome", outcome,
+		"suppressed", suppressed)
+}
+
+// slowLogsPerSecond bounds the slow operations logged each second: under
+// an overload every operation may be slow, and the log must not add to it.
+const slowLogsPerSecond = 10
+
+// slowLog is the rate limit of the slow operations' log.
+type slowLog struct {
+	mu         sync.Mutex // protects following fields
+	second     time.Time  // the start of the current second
+	logged     int        // lines logged in it
+	suppressed int        // lines not logged since the last one logged
+}
+
+// allow reports whether a line may be logged at now, and how many were
+// suppressed before it.
+func (l *slowLog) allow(now time.Time) (suppressed int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now.Sub(l.second) >= time.Second {
+		l.second, l.logged = now, 0
+	}
+	if l.logged >= slowLogsPerSecond {
+		l.suppressed++
+		return 0, false
+	}
+	l.logged++
+	suppressed, l.suppressed = l.suppressed, 0
+	return suppressed, true
 }
 
 // forwardAttempts is forward but for the timing of the operation.

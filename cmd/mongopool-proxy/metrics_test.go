@@ -73,9 +73,9 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("%s%s = %s, want %v or more", m.name, label, match[1], m.min)
 		}
 	}
-	// The busy polls (-busy-poll's default): their counts are there,
-	// whatever this machine's CPUs let them be.
-	for _, name := range []string{"mongopool_proxy_busy_polls_total", "mongopool_proxy_busy_poll_hits_total"} {
+	// The busy polls (-busy-poll's default) and the slow operations: their
+	// counts are there, whatever this machine lets them be.
+	for _, name := range []string{"mongopool_proxy_busy_polls_total", "mongopool_proxy_busy_poll_hits_total", "mongopool_proxy_slow_operations_total"} {
 		if !regexp.MustCompile(`(?m)^` + name + ` \d+$`).MatchString(text) {
 			t.Errorf("/metrics has no %s", name)
 		}

@@ -84,11 +84,12 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&o.cfg.MaxAuthFailures, "max-auth-failures", 20, "the most failed authentications per user, client address and minute")
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
 	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never; at most 1ms)")
+	fs.DurationVar(&o.cfg.SlowOperation, "slow-op", time.Second, "log the relayed operations that take this long or longer, at most 10 a second (0: none)")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long a drain waits for the operations under way")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus), /dashboard/, /healthz and /readyz (for orchestrators and load balancers), POST /pause and /resume; empty: none. Keep it on loopback or a private network: it has no authentication")
 	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
-	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize, busyPoll) over the flags'; reloaded on SIGHUP")
+	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize, busyPoll, slowOp) over the flags'; reloaded on SIGHUP")
 	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
 	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
@@ -109,6 +110,12 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	}
 	if o.busyPoll < 0 || o.busyPoll > connection.MaxBusyPoll {
 		return nil, fmt.Errorf("-busy-poll %v is out of [0, %v]: give 0 to turn polling off", o.busyPoll, connection.MaxBusyPoll)
+	}
+	switch {
+	case o.cfg.SlowOperation < 0:
+		return nil, fmt.Errorf("-slow-op %v is negative: give 0 to log no slow operation", o.cfg.SlowOperation)
+	case o.cfg.SlowOperation == 0:
+		o.cfg.SlowOperation = -1 // the proxy's "none"
 	}
 	if len(o.tlsCerts) != len(o.tlsKeys) {
 		return nil, fmt.Errorf("%d -tls-cert for %d -tls-key: give them in pairs", len(o.tlsCerts), len(o.tlsKeys))
@@ -257,6 +264,7 @@ type configFile struct {
 	MaxAuthFailures *int    `json:"maxAuthFailures"`
 	MaxPoolSize     *int    `json:"maxPoolSize"`
 	BusyPoll        *string `json:"busyPoll"`
+	SlowOp          *string `json:"slowOp"`
 }
 
 func applyConfigFile(path string, r *reloadable) error {
@@ -299,6 +307,17 @@ func applyConfigFile(path string, r *reloadable) error {
 	}
 	if err := dur("busyPoll", f.BusyPoll, &r.busyPoll); err != nil {
 		return err
+	}
+	if f.SlowOp != nil {
+		if err := dur("slowOp", f.SlowOp, &r.cfg.SlowOperation); err != nil {
+			return err
+		}
+		switch {
+		case r.cfg.SlowOperation < 0:
+			return fmt.Errorf("-config %s: slowOp %v is negative: give \"0s\" to log no slow operation", path, r.cfg.SlowOperation)
+		case r.cfg.SlowOperation == 0:
+			r.cfg.SlowOperation = -1
+		}
 	}
 	if r.busyPoll < 0 || r.busyPoll > connection.MaxBusyPoll {
 		return fmt.Errorf("-config %s: busyPoll %v is out of [0, %v]", path, r.busyPoll, connection.MaxBusyPoll)

@@ -5,10 +5,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mongopool/mongopool/proxy"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -145,6 +148,7 @@ func TestBadFlags(t *testing.T) {
 		{"-max-pool-size", "-1"},
 		{"-busy-poll", "-1us"},
 		{"-busy-poll", "2ms"},
+		{"-slow-op", "-1s"},
 		{"-log-level", "loud"},
 		{"extra"},
 		{"-compressors", "lz4", "-listen", "127.0.0.1:0"},
@@ -168,6 +172,42 @@ func TestRedactURI(t *testing.T) {
 	} {
 		if got := redactURI(in); got != want {
 			t.Errorf("redactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// -slow-op and the config file's slowOp: 0 is none (the proxy's -1), a
+// duration the threshold, a negative one refused.
+func TestSlowOpSettings(t *testing.T) {
+	for _, c := range []struct {
+		flag string
+		want time.Duration
+	}{{"", time.Second}, {"0", -1}, {"250ms", 250 * time.Millisecond}} {
+		args := []string{}
+		if c.flag != "" {
+			args = append(args, "-slow-op", c.flag)
+		}
+		o, err := parseFlags(args, io.Discard)
+		if err != nil || o.cfg.SlowOperation != c.want {
+			t.Errorf("-slow-op %q: %v, %v; want %v", c.flag, o.cfg.SlowOperation, err, c.want)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	for _, c := range []struct {
+		slowOp string
+		want   time.Duration
+		err    string
+	}{{"0s", -1, ""}, {"2s", 2 * time.Second, ""}, {"-1s", 0, "slowOp -1s is negative"}} {
+		if err := os.WriteFile(path, []byte(`{"slowOp": "`+c.slowOp+`"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := &reloadable{cfg: proxy.Config{SlowOperation: time.Second}}
+		err := applyConfigFile(path, r)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("slowOp %q: %v, want an error saying %q", c.slowOp, err, c.err)
+		case c.err == "" && (err != nil || r.cfg.SlowOperation != c.want):
+			t.Errorf("slowOp %q: %v, %v; want %v", c.slowOp, r.cfg.SlowOperation, err, c.want)
 		}
 	}
 }

@@ -22,7 +22,7 @@ var proxyDescs = struct {
 	clients, accepted, refused, appOps, appErrors, appConns              *prometheus.Desc
 	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
 	cursors, pins, longPolls, authFailures, busyPolls, busyPollHits      *prometheus.Desc
-	latency                                                              *prometheus.Desc
+	latency, slowOps                                                     *prometheus.Desc
 }{
 	clients:       prometheus.NewDesc("mongopool_proxy_client_connections", "Client connections open now.", nil, nil),
 	accepted:      prometheus.NewDesc("mongopool_proxy_client_connections_accepted_total", "Client connections accepted.", nil, nil),
@@ -43,6 +43,7 @@ var proxyDescs = struct {
 	authFailures:  prometheus.NewDesc("mongopool_proxy_auth_failures_total", "Failed authentications of clients (the log says who and from where, without secrets).", nil, nil),
 	busyPolls:     prometheus.NewDesc("mongopool_proxy_busy_polls_total", "Waits for a socket (a client's next request, an upstream reply) polled before sleeping, at low load.", nil, nil),
 	busyPollHits:  prometheus.NewDesc("mongopool_proxy_busy_poll_hits_total", "Busy polls that saw their socket readable within the budget: the share of polls that paid.", nil, nil),
+	slowOps:       prometheus.NewDesc("mongopool_proxy_slow_operations_total", "Relayed operations that took the slow operation threshold or longer (-slow-op), logged or not.", nil, nil),
 	latency:       prometheus.NewDesc("mongopool_proxy_operation_duration_seconds", "Relayed operations, from a request read whole to its server's reply: the waits for a server and a connection and the retries held through failures included, awaitData getMores apart.", nil, nil),
 }
 
@@ -50,7 +51,7 @@ var proxyDescs = struct {
 func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := proxyDescs
 	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors,
-		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits, d.latency} {
+		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits, d.latency, d.slowOps} {
 		ch <- desc
 	}
 }
@@ -86,5 +87,6 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.authFailures, st.AuthFailures)
 	counter(d.busyPolls, st.BusyPolls)
 	counter(d.busyPollHits, st.BusyPollHits)
+	counter(d.slowOps, st.SlowOperations)
 	ch <- prometheus.MustNewConstHistogram(d.latency, st.Latency.Count, st.Latency.Sum.Seconds(), cumulative(st.Latency))
 }
