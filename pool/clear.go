@@ -18,6 +18,13 @@ type ClearOptions struct {
 	// ServiceID selects the service to clear in load-balanced mode, where it
 	// is required; it must be zero otherwise.
 	ServiceID ServiceID
+	// KeepReady recycles rather than clears for a failure: the connections
+	// of the current generation become stale all the same, but the pool
+	// is not paused, and the check-outs waiting or to come go on, with
+	// new connections. It is an administrator's reconnect (new
+	// credentials, a server moved behind its name), beyond the
+	// specification, whose clears are for a server that failed.
+	KeepReady bool
 }
 
 // Clear makes every connection of the current generation stale: idle ones are
@@ -56,7 +63,7 @@ func (p *Pool) Clear(o ClearOptions) error {
 			p.interruptLocked(svc, cleared, o.Cause, &ob)
 		}
 	}
-	if !p.cfg.loadBalanced {
+	if !p.cfg.loadBalanced && !o.KeepReady {
 		announce = p.state != statePaused
 		p.state, p.populate, p.clearCause = statePaused, false, o.Cause
 		p.evictLocked(p.forWaiters, &PoolClearedError{Address: p.address, Cause: o.Cause}, &ob)

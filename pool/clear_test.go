@@ -58,3 +58,32 @@ func TestClearPausedPoolEmitsNoEvent(t *testing.T) {
 		want(2, 4, "cleared once ready again")
 	})
 }
+
+// A clear with KeepReady recycles the connections without pausing: a
+// check-out goes on at once, with a new connection; the idle one of the
+// generation before is closed, and the one in use when it is checked in.
+func TestClearKeepReady(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, log := newPool(t, &fakeConnector{})
+		mustReady(t, p)
+		idle, inUse := mustCheckOut(t, p), mustCheckOut(t, p)
+		mustCheckIn(t, p, idle)
+		must(t, p.Clear(pool.ClearOptions{KeepReady: true}))
+		c, err := p.CheckOut(t.Context())
+		if err != nil {
+			t.Fatalf("a check-out after a clear with KeepReady: %v, want a connection", err)
+		}
+		if c.Generation() != 1 {
+			t.Fatalf("the connection after the clear: generation %d, want a new one, of generation 1", c.Generation())
+		}
+		mustCheckIn(t, p, c)
+		mustCheckIn(t, p, inUse)
+		synctest.Wait()
+		if st := p.Stats(); st.Total != 1 {
+			t.Fatalf("%d connections after the clear and the check-ins, want only the new one (events %v)", st.Total, log.types())
+		}
+		if n := log.count(pool.ConnectionClosed); n != 2 {
+			t.Fatalf("%d ConnectionClosed events, want 2 (the stale idle one and the one in use)", n)
+		}
+	})
+}

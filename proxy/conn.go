@@ -303,7 +303,7 @@ func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorI
 	case "proxyStatus":
 		p.stats.local.Add(1)
 		return cc.proxyStatus(ex, m.Body)
-	case "proxyPause", "proxyResume":
+	case "proxyPause", "proxyResume", "proxyReconnect":
 		p.stats.local.Add(1)
 		return cc.pauseCommand(ex, req.name, m.Body)
 	case "getMore":

@@ -38,7 +38,8 @@
 // to the pools of its upstream credential (Config.Upstreams), and its
 // cursors and pinned transactions are its own. Reconfigure changes the
 // limits and SetUsers the users while the proxy runs; Pause and Resume
-// hold an upstream's new operations for a maintenance; Shutdown drains.
+// hold an upstream's new operations for a maintenance; Reconnect replaces
+// an upstream's connections with new ones; Shutdown drains.
 //
 // The proxyStatus command (db.adminCommand({proxyStatus: 1}) from mongosh)
 // reports the proxy's clients (by application name and address), its

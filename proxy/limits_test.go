@@ -452,3 +452,94 @@ func TestPauseNeedsAnAdmin(t *testing.T) {
 		t.Fatalf("proxyPause by an admin: %v", err)
 	}
 }
+
+// proxyReconnect replaces the upstream connections without failing
+// anything: operations go on through it, on new connections, and the old
+// ones are closed. It needs an admin, as proxyPause does.
+func TestReconnect(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	admin, err := proxy.DeriveUser("root", "admin", "r", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin.Admin = true
+	p, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "app", "a", ""), admin}, nil, proxy.Config{})
+	ctx := testContext(t)
+	app := driverClient(t, "mongodb://app:a@"+addr+"/")
+	coll := app.Database("db").Collection("c")
+	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	reconnect := bson.D{{Key: "proxyReconnect", Value: ""}}
+	var se mongo.ServerError
+	if err := app.Database("admin").RunCommand(ctx, reconnect).Err(); !errors.As(err, &se) || !se.HasErrorCode(13) {
+		t.Fatalf("proxyReconnect by a user without admin: %v, want Unauthorized", err)
+	}
+	primary := rs.Primary()
+	before := primary.Stats().ConnectionsAccepted
+
+	// Writers under way through the reconnect: none fails.
+	stop := make(chan struct{})
+	errs := make(chan error, 4)
+	var done sync.WaitGroup
+	for w := range 4 {
+		done.Go(func() {
+			for i := 1; ; i++ {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: w*1_000_000 + i}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	if err := driverClient(t, "mongodb://root:r@"+addr+"/").Database("admin").RunCommand(ctx, reconnect).Err(); err != nil {
+		t.Fatalf("proxyReconnect by an admin: %v", err)
+	}
+	if err := p.Reconnect("no-such-upstream"); err == nil {
+		t.Error("Reconnect of an unknown upstream succeeded")
+	}
+	// The operations after the reconnect get new connections.
+	deadline := time.Now().Add(10 * time.Second)
+	for primary.Stats().ConnectionsAccepted == before {
+		if time.Now().After(deadline) {
+			t.Fatal("no new upstream connection within 10 s of the reconnect")
+		}
+		if _, err := coll.CountDocuments(ctx, bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a write through the reconnect failed: %v", err)
+		}
+	}
+	// The old connections are closed: the server has no more open than
+	// the pool made since, and the proxy's monitoring.
+	var inPool int
+	for _, pl := range p.Upstream("").Pools() {
+		inPool += pl.Stats().Total
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		open := primary.Stats().ConnectionsOpen
+		accepted := primary.Stats().ConnectionsAccepted
+		// Open now: the pool's, the monitor's two, the test's drivers'
+		// none (they talk to the proxy). Made since: at least the pool's.
+		if open <= int64(inPool)+2 && accepted-before >= int64(inPool) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server has %d connections open (%d accepted since the reconnect) for a pool of %d", open, accepted-before, inPool)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/pool"
 )
 
 // pause is an upstream's pause: resumed is closed at its end.
@@ -70,6 +72,29 @@ func (p *Proxy) Resume(name string) error {
 	return nil
 }
 
+// errReconnect is the cause of Reconnect's clears.
+var errReconnect = errors.New("proxy: an administrator asked the proxy to reconnect to its upstream")
+
+// Reconnect replaces the upstream credential name's connections ("" for
+// the proxy's own client) with new ones, without pausing anything: idle
+// connections are closed now, those in use once their operation is done,
+// and the operations that follow get new ones. After a credential's
+// password changed on the servers, say, or a server moved behind its
+// name.
+func (p *Proxy) Reconnect(name string) error {
+	up := p.upstream(name)
+	if up == nil {
+		return fmt.Errorf("proxy: Reconnect: no upstream %q", name)
+	}
+	for _, pl := range up.Pools() {
+		if err := pl.Clear(pool.ClearOptions{Cause: errReconnect, KeepReady: true}); err != nil {
+			return fmt.Errorf("proxy: Reconnect: %s: %w", pl.Address(), err)
+		}
+	}
+	p.log.Warn("proxy: reconnecting to the upstream", "upstream", name)
+	return nil
+}
+
 // Paused reports whether the upstream name is paused, and until when at
 // the latest.
 func (p *Proxy) Paused(name string) (bool, time.Time) {
@@ -117,14 +142,23 @@ func (cc *clientConn) mayAdminister() bool {
 	return false
 }
 
-// pauseCommand serves {proxyPause: upstream, timeoutMS} and
-// {proxyResume: upstream}.
+// pauseCommand serves {proxyPause: upstream, timeoutMS},
+// {proxyResume: upstream} and {proxyReconnect: upstream}.
 func (cc *clientConn) pauseCommand(ex exchangeOf, name string, body bson.Raw) bool {
 	if !cc.mayAdminister() {
 		return cc.reply(ex, errorReply(cc.dbuf, codeUnauthorized, fmt.Sprintf("not authorized to run %s: it takes a user with admin: true, or, without authentication, a client on the proxy's host", name)))
 	}
 	upstream, _ := body.Lookup(name).StringValueOK()
 	var err error
+	if name == "proxyReconnect" {
+		if err := cc.p.Reconnect(upstream); err != nil {
+			return cc.reply(ex, errorReply(cc.dbuf, codeBadValue, err.Error()))
+		}
+		idx, doc := bsoncore.AppendDocumentStart(nil)
+		doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
+		doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+		return cc.reply(ex, doc)
+	}
 	if name == "proxyPause" {
 		ms, ok := body.Lookup("timeoutMS").AsInt64OK()
 		if !ok {

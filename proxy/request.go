@@ -48,6 +48,7 @@ var knownNames = func() map[string]string {
 		"saslContinue", "authenticate", "getnonce", "logout", "buildInfo", "buildinfo", "dbStats",
 		"collStats", "explain", "create", "drop", "createIndexes", "dropIndexes", "killSessions",
 		"mapReduce", "bulkWrite", "dropDatabase", "renameCollection", "startSession", "proxyStatus", "proxyPause", "proxyResume",
+		"proxyReconnect",
 	} {
 		m[n] = n
 	}

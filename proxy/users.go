@@ -39,8 +39,8 @@ type User struct {
 	// X509 makes the user one of MONGODB-X509: Name is the subject of
 	// the client certificates it authenticates with, DB "$external".
 	X509 bool `json:"x509,omitempty"`
-	// Admin lets the user pause and resume the proxy's upstreams
-	// (proxyPause, proxyResume).
+	// Admin lets the user pause, resume and reconnect the proxy's
+	// upstreams (proxyPause, proxyResume, proxyReconnect).
 	Admin bool `json:"admin,omitempty"`
 }
 

@@ -102,6 +102,15 @@ func (a *adminServer) serve(ln net.Listener, p *proxy.Proxy, log *slog.Logger) e
 		}
 		fmt.Fprintln(w, "paused")
 	})
+	// Reconnect: POST /reconnect?upstream=NAME replaces the upstream's
+	// connections with new ones (see proxy.Proxy.Reconnect).
+	mux.HandleFunc("POST /reconnect", func(w http.ResponseWriter, r *http.Request) {
+		if err := p.Reconnect(r.URL.Query().Get("upstream")); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "reconnecting")
+	})
 	mux.HandleFunc("POST /resume", func(w http.ResponseWriter, r *http.Request) {
 		if err := p.Resume(r.URL.Query().Get("upstream")); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -414,6 +414,12 @@ func TestAdminPauseResume(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the held insert did not end after the resume")
 	}
+	if code := post("/reconnect?upstream=nope"); code != http.StatusBadRequest {
+		t.Fatalf("reconnect of an unknown upstream: %d, want 400", code)
+	}
+	if code := post("/reconnect"); code != http.StatusOK {
+		t.Fatalf("reconnect: %d", code)
+	}
 }
 
 // Several certificates: the client's server name (SNI) picks one.
