@@ -116,15 +116,20 @@ func (cc *clientConn) info() ClientInfo {
 		Busy: cc.busy.Load(), Opened: cc.opened, Operations: cc.operations.Load()}
 }
 
-// proxyStatus answers the proxyStatus admin command: the proxy's counters,
-// its upstream pools, and its clients by application name and address
-// (each client, with clients: true).
+// proxyStatus answers the proxyStatus admin command (see Status).
 func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
-	p := cc.p
 	listClients := false
 	if v, err := body.LookupErr("clients"); err == nil {
 		listClients = v.Type == bson.TypeBoolean && v.Boolean()
 	}
+	return cc.reply(ex, cc.p.Status(listClients))
+}
+
+// Status returns the reply of the proxyStatus command, with ok: 1: the
+// proxy's counters, its latency and busy polls, its pinned cursors and
+// transactions, each upstream server's pool, and its clients by
+// application name and address (and each client, with listClients).
+func (p *Proxy) Status(listClients bool) bson.Raw {
 	st := p.Stats()
 	idx, doc := bsoncore.AppendDocumentStart(nil)
 	doc = bsoncore.AppendObjectIDElement(doc, "processId", p.processID)
@@ -251,5 +256,5 @@ func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	doc, _ = bsoncore.AppendArrayEnd(u, uidx)
 	doc = bsoncore.AppendDoubleElement(doc, "ok", 1)
 	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
-	return cc.reply(ex, doc)
+	return doc
 }

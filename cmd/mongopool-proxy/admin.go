@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.mongodb.org/mongo-driver/bson"
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/dashboard"
@@ -101,6 +102,22 @@ func (a *adminServer) serve(ln net.Listener, p *proxy.Proxy, log *slog.Logger) e
 			return
 		}
 		fmt.Fprintln(w, "paused")
+	})
+	// The proxyStatus command's reply, as JSON (relaxed Extended JSON):
+	// GET /status, with each client: GET /status?clients=true.
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		var doc bson.D
+		err := bson.Unmarshal(p.Status(r.URL.Query().Get("clients") == "true"), &doc)
+		var js []byte
+		if err == nil {
+			js, err = bson.MarshalExtJSONIndent(doc, false, false, "", "  ")
+		}
+		if err != nil {
+			http.Error(w, "status: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(append(js, '\n'))
 	})
 	// Reconnect: POST /reconnect?upstream=NAME replaces the upstream's
 	// connections with new ones (see proxy.Proxy.Reconnect).

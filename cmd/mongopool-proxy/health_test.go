@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -59,6 +60,21 @@ func TestHealthEndpoints(t *testing.T) {
 		t.Errorf("/readyz: %q", body)
 	}
 
+	// /status: proxyStatus as JSON.
+	code, body := getStatus(t, base+"/status?clients=true")
+	var status struct {
+		OK         float64
+		Clients    struct{ List []any }
+		Operations struct{ Relayed int64 }
+		Upstreams  []struct{ Address, Type string }
+	}
+	if err := json.Unmarshal([]byte(body), &status); code != http.StatusOK || err != nil {
+		t.Fatalf("/status: %d %v\n%s", code, err, body)
+	}
+	if status.OK != 1 || len(status.Upstreams) != 1 || status.Upstreams[0].Type != "RSPrimary" || status.Clients.List == nil {
+		t.Errorf("/status: %+v\n%s", status, body)
+	}
+
 	// A drain with an operation under way: not ready, still alive.
 	if err := rs.Primary().SetFailPoint(mongotest.FailPoint{Commands: []string{"find"}, Times: 1, BlockTime: 3 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -89,7 +105,7 @@ func TestHealthEndpoints(t *testing.T) {
 		}
 	}
 	d.cancel()
-	body := waitStatus(t, base+"/readyz", http.StatusServiceUnavailable)
+	body = waitStatus(t, base+"/readyz", http.StatusServiceUnavailable)
 	if !strings.Contains(body, "draining") {
 		t.Errorf("/readyz while draining: %q", body)
 	}
