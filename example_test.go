@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/mongotest"
 )
 
@@ -75,4 +77,30 @@ func ExampleNew() {
 	// first command failed: true
 	// pool: paused
 	// second command: <nil>
+}
+
+// A process that relays requests and waits for their replies, a proxy say,
+// shares one BusyPoller between its clients: at low load their
+// connections poll for a prompt reply rather than sleep until it comes.
+func ExampleWithBusyPoller() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+
+	bp := connection.NewBusyPoller(50 * time.Microsecond)
+	c, err := mongopool.Connect(ctx, srv.URI(), mongopool.WithBusyPoller(bp))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	reply, err := c.RunCommand(ctx, "admin", bson.D{{Key: "ping", Value: 1}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ok:", reply.Lookup("ok").Double())
+	// Output:
+	// ok: 1
 }
