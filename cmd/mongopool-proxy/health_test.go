@@ -16,7 +16,7 @@ import (
 	"github.com/mongopool/mongopool/mongotest"
 )
 
-// getStatus returns the status and body of a GET of url.
+// getStatus returns the status and body of a GET of url (see httpGet).
 func getStatus(t *testing.T, url string) (int, string) {
 	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second}
@@ -25,8 +25,11 @@ func getStatus(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body))
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
 }
 
 // waitStatus waits until a GET of url answers code, for up to 20 s, and
@@ -36,6 +39,7 @@ func waitStatus(t *testing.T, url string, code int) string {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		got, body := getStatus(t, url)
+		body = strings.TrimSpace(body)
 		if got == code {
 			return body
 		}
@@ -52,7 +56,7 @@ func TestHealthEndpoints(t *testing.T) {
 	rs := startRS(t)
 	d := startDaemon(t, "-upstream", rs.URI(), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-shutdown-timeout", "20s")
 	base := "http://" + d.admin
-	if code, body := getStatus(t, base+"/healthz"); code != http.StatusOK || body != "ok" {
+	if code, body := getStatus(t, base+"/healthz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz: %d %q", code, body)
 	}
 	// Ready once the upstream is discovered.

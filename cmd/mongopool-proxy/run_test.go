@@ -128,19 +128,14 @@ func TestRunWithoutUpstreamServesATestReplicaSet(t *testing.T) {
 	}
 }
 
+// httpGet returns the body of a GET of url, which must answer 200.
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatal(err)
+	code, body := getStatus(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %q", url, code, body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
-	}
-	return string(body)
+	return body
 }
 
 func TestBadFlags(t *testing.T) {
