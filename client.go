@@ -200,7 +200,9 @@ func WithOverloadRetargeting(on bool) ClientOption {
 // goroutine without waiting for a sleeping CPU and thread to wake: tens of
 // microseconds less per operation on virtual machines, for CPU time that was
 // idle. While more than one reply is awaited on the connections that share
-// bp, nothing polls: share one between a process's clients.
+// bp, nothing polls: share one between a process's clients. It is for
+// servers in other processes: a server in the client's own process (the
+// test server, say) gains nothing from it.
 func WithBusyPoller(bp *connection.BusyPoller) ClientOption {
 	return func(c *clientConfig) error {
 		c.busyPoller = bp

@@ -3,6 +3,7 @@ package connection_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/handshake"
@@ -10,9 +11,9 @@ import (
 )
 
 // BenchmarkRoundTrip runs ping on one connection to the test server, without
-// compression and with each compressor.
+// compression and with each compressor, and with busy polling.
 func BenchmarkRoundTrip(b *testing.B) {
-	for _, compressor := range []string{"none", "snappy", "zlib", "zstd"} {
+	for _, compressor := range []string{"none", "snappy", "zlib", "zstd", "busy-poll"} {
 		b.Run(compressor, func(b *testing.B) {
 			srv, err := mongotest.Start()
 			if err != nil {
@@ -20,6 +21,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 			defer srv.Close()
 			cfg := &connection.Config{Address: srv.Addr()}
+			if compressor == "busy-poll" {
+				cfg.BusyPoller, compressor = connection.NewBusyPoller(50*time.Microsecond), "none"
+			}
 			if compressor != "none" {
 				cfg.Handshake = handshake.Options{Compressors: []string{compressor}}
 			}

@@ -111,23 +111,65 @@ func (p *BusyPoller) Stats() (polls, hits int64) {
 	return p.polls.Load(), p.hits.Load()
 }
 
-// Wait polls nc until it is readable (bytes, the end of the stream, or an
-// error to read), for up to the budget, when no reply is awaited on the
-// connections that share the BusyPoller, none was awaited beside another
-// in the last 10ms, no other goroutine polls, and nc is a socket it can
-// poll (a TLS connection's is); it returns at once otherwise, and as soon as a reply is
-// awaited: that reply's goroutine, or the server's, may need the CPU. It
-// never reads from nc: the caller reads next, as it would have without
-// Wait.
-func (p *BusyPoller) Wait(nc net.Conn) {
-	p.wait(nc, 0)
+// Socket returns nc's socket as p polls it, made once per connection so
+// that its waits allocate nothing: nil, whose Wait returns at once, for a
+// connection without a socket, a pipe say. A TLS connection's socket is
+// polled: its bytes are records, and polling sees them come. Bytes its TLS
+// layer read already are not seen, which costs at most a wait of the
+// budget, and is rare: a driver sends a message a record, and a wait is
+// for the first byte of a message.
+func (p *BusyPoller) Socket(nc net.Conn) *PolledSocket {
+	if p == nil {
+		return nil
+	}
+	if tc, ok := nc.(*tls.Conn); ok {
+		nc = tc.NetConn()
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	s := &PolledSocket{p: p, rc: rc}
+	s.pollFn = s.poll
+	return s
 }
 
+// PolledSocket is a connection's socket as a BusyPoller polls it (see
+// BusyPoller.Socket). Its waits are its connection's reader's: one at a
+// time.
+type PolledSocket struct {
+	p      *BusyPoller
+	rc     syscall.RawConn
+	pollFn func(fd uintptr) bool // s.poll, bound once
+	// The wait under way: how many other replies may be awaited, and
+	// when it gives up.
+	others int32
+	end    time.Time
+}
+
+// Wait polls the socket until it is readable (bytes, the end of the
+// stream, or an error to read), for up to the budget, when no reply is
+// awaited on the connections that share the BusyPoller, none was awaited
+// beside another in the last 10ms, and no other goroutine polls; it
+// returns at once otherwise, and as soon as a reply is awaited: that
+// reply's goroutine, or the server's, may need the CPU. It never reads:
+// the caller reads next, as it would have without Wait.
+func (s *PolledSocket) Wait() { s.wait(0) }
+
+// waitReply is Wait for a connection of the BusyPoller's own, between
+// enter and exit: its own reply does not count.
+func (s *PolledSocket) waitReply() { s.wait(1) }
+
 // wait is Wait while others awaited replies, the caller's own excluded.
-func (p *BusyPoller) wait(nc net.Conn, others int32) {
-	if p == nil {
+func (s *PolledSocket) wait(others int32) {
+	if s == nil {
 		return
 	}
+	p := s.p
 	budget := time.Duration(p.budget.Load())
 	if budget <= 0 || p.active.Load() > others {
 		return
@@ -136,47 +178,32 @@ func (p *BusyPoller) wait(nc net.Conn, others int32) {
 	if now.UnixNano()-p.crowded.Load() < int64(quietTime) {
 		return
 	}
-	if tc, ok := nc.(*tls.Conn); ok {
-		// Its socket's bytes are records: polling sees them come. Bytes
-		// the TLS layer read already are not seen, which costs at most a
-		// wait of the budget, and is rare: a driver sends one message a
-		// record, and Wait is for the first byte of a message.
-		nc = tc.NetConn()
-	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return // a pipe, say
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return
-	}
 	if !p.spinning.CompareAndSwap(false, true) {
 		return
 	}
 	defer p.spinning.Store(false)
 	p.polls.Add(1)
-	end := now.Add(budget)
-	// The function runs with the descriptor held: it cannot be closed and
-	// reused under the poll. It always reports done, so that the caller's
-	// own read, not RawConn's, waits for the socket once polling gives up.
-	rc.Read(func(fd uintptr) bool {
-		for i := 1; ; i++ {
-			if readable(fd) {
-				p.hits.Add(1)
-				return true
-			}
-			// Every few polls: the clock, and whether other replies are
-			// awaited.
-			if i%8 == 0 && (p.active.Load() > others || time.Now().After(end)) {
-				return true
-			}
-		}
-	})
+	s.others, s.end = others, now.Add(budget)
+	// poll runs with the descriptor held: it cannot be closed and reused
+	// under the poll.
+	s.rc.Read(s.pollFn)
 }
 
-// waitReply is Wait for a connection of the BusyPoller's own, between
-// enter and exit: its own reply does not count.
-func (p *BusyPoller) waitReply(nc net.Conn) {
-	p.wait(nc, 1)
+// poll is the wait's function for the socket's read: it polls until the
+// socket is readable, the budget is spent or other replies are awaited.
+// It always reports done, so that the caller's own read, not RawConn's,
+// waits for the socket once polling gives up.
+func (s *PolledSocket) poll(fd uintptr) bool {
+	p := s.p
+	for i := 1; ; i++ {
+		if readable(fd) {
+			p.hits.Add(1)
+			return true
+		}
+		// Every few polls: the clock, and whether other replies are
+		// awaited.
+		if i%8 == 0 && (p.active.Load() > s.others || time.Now().After(s.end)) {
+			return true
+		}
+	}
 }

@@ -90,7 +90,7 @@ func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 	skipIfUnsupported(t)
 	a, b := socketPair(t)
 	p := longPoller()
-	done := startWait(t, p, func() { p.Wait(a) })
+	done := startWait(t, p, func() { p.Socket(a).Wait() })
 	select {
 	case <-done:
 		t.Fatal("Wait returned before anything was sent")
@@ -113,7 +113,7 @@ func TestWaitSeesTheEndOfTheStream(t *testing.T) {
 	skipIfUnsupported(t)
 	a, b := socketPair(t)
 	p := longPoller()
-	done := startWait(t, p, func() { p.Wait(a) })
+	done := startWait(t, p, func() { p.Socket(a).Wait() })
 	b.Close()
 	awaitDone(t, done, "Wait did not return once the peer hung up")
 	if _, err := a.Read(make([]byte, 1)); err != io.EOF {
@@ -128,7 +128,7 @@ func TestWaitGivesUpAtTheBudget(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.Wait(a)
+		p.Socket(a).Wait()
 	}()
 	awaitDone(t, done, "Wait polled past its budget")
 	if polls, hits := p.Stats(); polls != 1 || hits != 0 {
@@ -152,9 +152,9 @@ func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
 				if c.own {
 					p.enter()
 					defer p.exit()
-					p.waitReply(a)
+					p.Socket(a).waitReply()
 				} else {
-					p.Wait(a)
+					p.Socket(a).Wait()
 				}
 			})
 			p.enter() // another reply is awaited: its goroutine may want the CPU
@@ -197,9 +197,9 @@ func TestWaitDoesNotPoll(t *testing.T) {
 	} {
 		// Each returns at once, or the test times out.
 		if c.own {
-			c.p.waitReply(c.nc)
+			c.p.Socket(c.nc).waitReply()
 		} else {
-			c.p.Wait(c.nc)
+			c.p.Socket(c.nc).Wait()
 		}
 		if polls, _ := c.p.Stats(); polls != 0 {
 			t.Errorf("%s: polled %d times, want 0", c.name, polls)
@@ -212,8 +212,8 @@ func TestOnePollerAtATime(t *testing.T) {
 	a, b := socketPair(t)
 	c, _ := socketPair(t)
 	p := longPoller()
-	done := startWait(t, p, func() { p.Wait(a) })
-	p.Wait(c) // returns at once: a's wait polls
+	done := startWait(t, p, func() { p.Socket(a).Wait() })
+	p.Socket(c).Wait() // returns at once: a's wait polls
 	if polls, _ := p.Stats(); polls != 1 {
 		t.Errorf("%d polls, want 1: two goroutines polled at once", polls)
 	}
@@ -226,7 +226,7 @@ func TestSetBudget(t *testing.T) {
 	a, _ := socketPair(t)
 	p := NewBusyPoller(MaxBusyPoll)
 	p.SetBudget(-1)
-	p.Wait(a)
+	p.Socket(a).Wait()
 	if polls, _ := p.Stats(); polls != 0 {
 		t.Errorf("%d polls after SetBudget(-1), want 0", polls)
 	}
@@ -247,7 +247,7 @@ func TestWaitPollsATLSConnectionsSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := longPoller()
-	done := startWait(t, p, func() { p.Wait(client) })
+	done := startWait(t, p, func() { p.Socket(client).Wait() })
 	if _, err := server.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ type Conn struct {
 	socketTimeout time.Duration
 	buf           []byte // encoding buffer, reused
 	poller        *BusyPoller
-	longPoll      bool // the request was a getMore: see exchange
+	pollSock      *PolledSocket // nc's, as poller polls it
+	longPoll      bool          // the request was a getMore: see exchange
 
 	// The server's limits (MongoDB's until its hello reply tells them,
 	// the hello's own bound for that reply), and the compressors its
@@ -304,7 +305,7 @@ func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, respon
 		c.poller.enter()
 		defer c.poller.exit()
 		if c.br.Buffered() == 0 {
-			c.poller.waitReply(c.nc)
+			c.pollSock.waitReply()
 		}
 	}
 	raw, err := wire.ReadMessage(c.br, c.maxMessage)

@@ -108,6 +108,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		accept: compressorIDs(hs.Compressors),
 	}
 	c.interruptFn = c.interrupt
+	c.pollSock = c.poller.Socket(nc)
 	ok := false
 	defer func() {
 		if !ok {

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -83,6 +84,10 @@ type clientConn struct {
 	// next request is worth polling for (see Config.BusyPoller).
 	replied time.Time
 	prompt  bool
+	// polled is nc's socket as polledBy, the BusyPoller of the last
+	// poll, polls it.
+	polledBy *connection.BusyPoller
+	polled   *connection.PolledSocket
 
 	drainOnce sync.Once
 	drainCh   chan struct{} // closed by drain
@@ -146,7 +151,10 @@ func (cc *clientConn) serve() {
 		}
 		bp := cc.p.cfg.Load().BusyPoller
 		if cc.prompt && cc.br.Buffered() == 0 {
-			bp.Wait(cc.nc)
+			if cc.polledBy != bp { // the first poll, or a Reconfigure gave another
+				cc.polledBy, cc.polled = bp, bp.Socket(cc.nc)
+			}
+			cc.polled.Wait()
 		}
 		msg, err := cc.readMessage()
 		if bp != nil {
