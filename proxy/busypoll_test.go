@@ -32,14 +32,13 @@ func TestBusyPollingOneClient(t *testing.T) {
 		}
 	}
 	st := p.Stats()
-	clientPolls, _ := bp.Stats()
 	// Each find: its upstream reply polled for, and the next request
 	// after its reply when the driver sent it within the budget of the
 	// reply before (a loaded machine may make some late); most polls see
 	// their socket readable within the millisecond.
-	if st.BusyPolls < finds+8 || st.BusyPollHits < 1 || st.BusyPolls != clientPolls {
-		t.Errorf("Stats: %d busy polls, %d hits (the poller's own count %d) after %d finds; want %d polls or more, and hits",
-			st.BusyPolls, st.BusyPollHits, clientPolls, finds, finds+8)
+	if st.BusyPolls < finds+8 || st.BusyPollHits < 1 {
+		t.Errorf("Stats: %d busy polls, %d hits after %d finds; want %d polls or more, and hits",
+			st.BusyPolls, st.BusyPollHits, finds, finds+8)
 	}
 	t.Logf("%d finds: %d busy polls, %d hits", finds, st.BusyPolls, st.BusyPollHits)
 }
