@@ -96,7 +96,14 @@ func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 		t.Fatal("Wait returned before anything was sent")
 	default:
 	}
-	if _, err := b.Write([]byte("hi")); err != nil {
+	seesBytes(t, p, done, b, a)
+}
+
+// seesBytes writes to w while the wait done tells of polls r, and checks
+// that the wait returns with a hit, and that r still reads the bytes.
+func seesBytes(t *testing.T, p *BusyPoller, done <-chan struct{}, w io.Writer, r io.Reader) {
+	t.Helper()
+	if _, err := w.Write([]byte("hi")); err != nil {
 		t.Fatal(err)
 	}
 	awaitDone(t, done, "Wait did not return once the socket was readable")
@@ -104,7 +111,7 @@ func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 		t.Errorf("Stats() = %d polls, %d hits; want 1, 1", polls, hits)
 	}
 	buf := make([]byte, 2)
-	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "hi" {
+	if _, err := io.ReadFull(r, buf); err != nil || string(buf) != "hi" {
 		t.Fatalf("read after Wait: %q, %v; want the bytes sent", buf, err)
 	}
 }
@@ -248,17 +255,7 @@ func TestWaitPollsATLSConnectionsSocket(t *testing.T) {
 	}
 	p := longPoller()
 	done := startWait(t, p, func() { p.Socket(client).Wait() })
-	if _, err := server.Write([]byte("hi")); err != nil {
-		t.Fatal(err)
-	}
-	awaitDone(t, done, "Wait did not return once the TLS record came")
-	if polls, hits := p.Stats(); polls != 1 || hits != 1 {
-		t.Errorf("Stats() = %d polls, %d hits; want 1, 1", polls, hits)
-	}
-	buf := make([]byte, 2)
-	if _, err := io.ReadFull(client, buf); err != nil || string(buf) != "hi" {
-		t.Fatalf("read after Wait: %q, %v; want the bytes sent", buf, err)
-	}
+	seesBytes(t, p, done, server, client)
 }
 
 // BenchmarkBusyPollerCrowded is the cost a BusyPoller adds to each reply

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -251,13 +250,8 @@ func TestUsersFile(t *testing.T) {
 // a secret.
 func TestFailedAuthenticationLogged(t *testing.T) {
 	rs := startReplicaSet(t, 1)
-	var mu sync.Mutex
-	var buf strings.Builder
-	logger := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(b)
-	}), nil))
+	var log lockedLog
+	logger := slog.New(slog.NewTextHandler(&log, nil))
 	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "alice", "right-pw", "")}, nil, proxy.Config{Logger: logger})
 	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://alice:wrong-s3cret@" + addr + "/").SetServerSelectionTimeout(2 * time.Second))
 	if err != nil {
@@ -267,22 +261,16 @@ func TestFailedAuthenticationLogged(t *testing.T) {
 	if err := cl.Ping(testContext(t), nil); err == nil {
 		t.Fatal("a wrong password got in")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	log := buf.String()
-	if !strings.Contains(log, "authentication failed") || !strings.Contains(log, "user=alice") || !strings.Contains(log, "remote=127.0.0.1:") {
-		t.Fatalf("the log does not say who failed from where:\n%s", log)
+	text := log.String()
+	if !strings.Contains(text, "authentication failed") || !strings.Contains(text, "user=alice") || !strings.Contains(text, "remote=127.0.0.1:") {
+		t.Fatalf("the log does not say who failed from where:\n%s", text)
 	}
 	for _, secret := range []string{"wrong-s3cret", "right-pw", "payload"} {
-		if strings.Contains(log, secret) {
-			t.Fatalf("the log holds %q:\n%s", secret, log)
+		if strings.Contains(text, secret) {
+			t.Fatalf("the log holds %q:\n%s", secret, text)
 		}
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 // The commands mongod runs before authentication work through the proxy
 // too: buildInfo (which shells send first), ping, endSessions.

@@ -433,17 +433,25 @@ func TestPauseAndResume(t *testing.T) {
 	}
 }
 
-func TestPauseNeedsAnAdmin(t *testing.T) {
+// startAdminProxy starts an authenticating proxy in front of a replica set
+// of one, with the users app (password a) and root (r, an admin).
+func startAdminProxy(t *testing.T) (*mongotest.ReplicaSet, *proxy.Proxy, string) {
+	t.Helper()
 	rs := startReplicaSet(t, 1)
 	admin, err := proxy.DeriveUser("root", "admin", "r", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	admin.Admin = true
-	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "app", "a", ""), admin}, nil, proxy.Config{})
+	p, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "app", "a", ""), admin}, nil, proxy.Config{})
+	return rs, p, addr
+}
+
+func TestPauseNeedsAnAdmin(t *testing.T) {
+	_, _, addr := startAdminProxy(t)
 	ctx := testContext(t)
 	pause := bson.D{{Key: "proxyPause", Value: ""}, {Key: "timeoutMS", Value: 1000}}
-	err = driverClient(t, "mongodb://app:a@"+addr+"/").Database("admin").RunCommand(ctx, pause).Err()
+	err := driverClient(t, "mongodb://app:a@"+addr+"/").Database("admin").RunCommand(ctx, pause).Err()
 	var se mongo.ServerError
 	if !errors.As(err, &se) || !se.HasErrorCode(13) {
 		t.Fatalf("proxyPause by a user without admin: %v, want Unauthorized", err)
@@ -457,13 +465,7 @@ func TestPauseNeedsAnAdmin(t *testing.T) {
 // anything: operations go on through it, on new connections, and the old
 // ones are closed. It needs an admin, as proxyPause does.
 func TestReconnect(t *testing.T) {
-	rs := startReplicaSet(t, 1)
-	admin, err := proxy.DeriveUser("root", "admin", "r", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin.Admin = true
-	p, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "app", "a", ""), admin}, nil, proxy.Config{})
+	rs, p, addr := startAdminProxy(t)
 	ctx := testContext(t)
 	app := driverClient(t, "mongodb://app:a@"+addr+"/")
 	coll := app.Database("db").Collection("c")

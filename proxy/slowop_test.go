@@ -26,12 +26,17 @@ func (l *lockedLog) Write(b []byte) (int, error) {
 	return l.buf.Write(b)
 }
 
-// lines returns the lines that contain s.
-func (l *lockedLog) lines(s string) []string {
+// String returns the log so far.
+func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// lines returns the lines that contain s.
+func (l *lockedLog) lines(s string) []string {
 	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		if strings.Contains(line, s) {
 			out = append(out, line)
 		}
