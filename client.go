@@ -37,6 +37,7 @@ type Client struct {
 	topo *topology.Topology
 
 	criteria           topology.Criteria // the connection string's read preference, heartbeat and latency window
+	doOps              sync.Pool         // *operation: Do's, reused
 	heartbeat          time.Duration
 	timeout            time.Duration // timeoutMS; 0 for none
 	retryReads         bool
@@ -881,7 +882,18 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 		return topology.ErrClosed
 	}
 	defer c.ops.leave()
-	o := &operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimary}}
+	// An operation of Do's ends with Do: it is reused, which spares a
+	// proxy, that calls Do for every operation it relays, an allocation
+	// each time.
+	o, _ := c.doOps.Get().(*operation)
+	if o == nil {
+		o = new(operation)
+	}
+	*o = operation{kind: opCommand, readPref: topology.ReadPref{Mode: topology.ModePrimary}}
+	defer func() {
+		*o = operation{}
+		c.doOps.Put(o)
+	}()
 	for _, opt := range opts {
 		opt(o)
 	}

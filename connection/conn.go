@@ -312,7 +312,8 @@ func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, respon
 	if err != nil {
 		return nil, c.ioError(ctx, "reading the reply", err)
 	}
-	h, reply, err := c.decodeReply(ctx, deadline, has, raw)
+	var reply wire.Msg
+	h, err := c.decodeReply(ctx, deadline, has, raw, &reply)
 	if err != nil {
 		if !errors.Is(err, wire.ErrProtocol) && !exhaust {
 			// ctx ended the decompression: the reply was read whole, so
@@ -367,10 +368,10 @@ const readBufferSize = 4 << 10
 // flagBits and the section's kind byte.
 const msgOverhead = wire.HeaderSize + 4 + 1
 
-// decodeReply decodes raw, decompressing it within ctx and, when the
+// decodeReply decodes raw into reply, decompressing it within ctx and, when the
 // deadline comes from socketTimeoutMS rather than ctx, within that deadline
 // too.
-func (c *Conn) decodeReply(ctx context.Context, deadline time.Time, hasDeadline bool, raw []byte) (wire.Header, *wire.Msg, error) {
+func (c *Conn) decodeReply(ctx context.Context, deadline time.Time, hasDeadline bool, raw []byte, reply *wire.Msg) (wire.Header, error) {
 	if hasDeadline && len(raw) >= wire.HeaderSize && wire.OpCode(binary.LittleEndian.Uint32(raw[12:])) == wire.OpCompressed {
 		if d, ok := ctx.Deadline(); !ok || deadline.Before(d) {
 			var cancel context.CancelFunc
@@ -378,7 +379,7 @@ func (c *Conn) decodeReply(ctx context.Context, deadline time.Time, hasDeadline 
 			defer cancel()
 		}
 	}
-	return wire.DecodeReplyContext(ctx, raw, wire.DecodeOptions{MaxMessageSize: c.maxMessage, Compressors: c.accept})
+	return wire.DecodeReplyInto(ctx, reply, raw, wire.DecodeOptions{MaxMessageSize: c.maxMessage, Compressors: c.accept})
 }
 
 // ioError breaks the connection with a network error, saying whether the

@@ -19,6 +19,45 @@ func TestIdleCheckOutCheckInAllocatesNothing(t *testing.T) {
 	}
 }
 
+// doneCounter is a context that counts the calls of its Done, which a
+// context may make its channel (and its timer) at.
+type doneCounter struct {
+	context.Context
+	dones int
+}
+
+func (c *doneCounter) Done() <-chan struct{} {
+	c.dones++
+	return c.Context.Done()
+}
+
+// A check-out that finds an idle connection asks its context for Err, not
+// Done: a context that makes its deadline's timer only when something
+// waits (the proxy's) then costs nothing. One that waits does ask, and is
+// cut short by the context's end.
+func TestIdleCheckOutDoesNotWaitOnContext(t *testing.T) {
+	p := readyPool(t, pool.WithMaxPoolSize(1))
+	mustCheckIn(t, p, mustCheckOut(t, p))
+	ctx := &doneCounter{Context: context.Background()}
+	c, err := p.CheckOut(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.dones != 0 {
+		t.Errorf("an idle check-out called its context's Done %d times, want none", ctx.dones)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	ctx = &doneCounter{Context: short}
+	if _, err := p.CheckOut(ctx); err == nil {
+		t.Fatal("a check-out of a full pool succeeded")
+	}
+	if ctx.dones == 0 {
+		t.Error("a check-out that waited never asked its context for Done")
+	}
+	mustCheckIn(t, p, c)
+}
+
 // warm establishes n connections and leaves them idle.
 func warm(b testing.TB, p *pool.Pool, n int) {
 	conns := make([]*pool.Conn, n)

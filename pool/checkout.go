@@ -33,12 +33,11 @@ func (p *Pool) checkOut(ctx context.Context, site *[]uintptr) (*Conn, error) {
 		// than under it.
 		start = p.clock()
 	}
-	if done := ctx.Done(); done != nil {
-		select {
-		case <-done:
-			return nil, p.checkOutDone(ctx, start)
-		default:
-		}
+	// Err rather than Done: a context may make its Done channel (and a
+	// timer) only when asked for it, which a check-out that does not wait
+	// has no need to.
+	if ctx.Err() != nil {
+		return nil, p.checkOutDone(ctx, start)
 	}
 
 	// The wait queue serves check-outs in the order they arrived, which the

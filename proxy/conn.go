@@ -73,6 +73,16 @@ type clientConn struct {
 	// all with the proxy's one context (whose lock they would share).
 	ctx    context.Context
 	cancel context.CancelFunc
+	// qctx is the context of the attempt under way's wait for a
+	// connection, remade for each (see queueContext).
+	qctx queueContext
+	// upCtx is ctx without its cancellation, for the upstream round trips:
+	// Close interrupts the one under way by closing its connection (see
+	// startUpstream).
+	upCtx context.Context
+
+	upMu     sync.Mutex       // protects following field
+	upstream *connection.Conn // the upstream connection of the round trip under way
 
 	writeBy time.Time // the socket's write deadline (see writeDeadline)
 
@@ -104,10 +114,47 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		drainCh: make(chan struct{}),
 	}
 	cc.ctx, cc.cancel = context.WithCancel(p.ctx)
+	cc.upCtx = context.WithoutCancel(cc.ctx)
 	if !p.authRequired() {
 		cc.up = p.client
 	}
 	return cc
+}
+
+// startUpstream records conn as the upstream connection of the round trip
+// about to start, which Close interrupts; it fails once Close has begun.
+//
+// A context that Close cancels would interrupt the round trip too, but
+// watching it costs each round trip a registration with it (two
+// allocations, a lock and a map's insertion and deletion); Close, which
+// happens once, does the work instead: it cancels ctx, then closes the
+// connection recorded here, if any.
+func (cc *clientConn) startUpstream(conn *connection.Conn) error {
+	cc.upMu.Lock()
+	defer cc.upMu.Unlock()
+	if err := cc.ctx.Err(); err != nil {
+		return err
+	}
+	cc.upstream = conn
+	return nil
+}
+
+// endUpstream forgets the connection of the round trip that ended, before
+// it goes back to its pool and to another client.
+func (cc *clientConn) endUpstream() {
+	cc.upMu.Lock()
+	cc.upstream = nil
+	cc.upMu.Unlock()
+}
+
+// interruptUpstream closes the connection of the round trip under way, if
+// any: the round trip fails at once. Close calls it once ctx is canceled.
+func (cc *clientConn) interruptUpstream() {
+	cc.upMu.Lock()
+	defer cc.upMu.Unlock()
+	if cc.upstream != nil {
+		cc.upstream.Close()
+	}
 }
 
 // drain asks the connection to close once its operation under way, if
@@ -255,8 +302,8 @@ func (cc *clientConn) handle(msg []byte) bool {
 // handleMsg serves an OP_MSG; comp is the compressor it came with.
 func (cc *clientConn) handleMsg(h wire.Header, msg []byte, comp wire.CompressorID) bool {
 	p := cc.p
-	_, m, err := wire.DecodeMsg(msg)
-	if err != nil {
+	var m wire.Msg
+	if _, err := wire.DecodeMsgInto(&m, msg); err != nil {
 		// An OP_MSG that cannot be decoded leaves nothing to answer.
 		p.log.Debug("proxy: an invalid OP_MSG", "conn", cc.id, "error", err)
 		return false

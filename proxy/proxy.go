@@ -428,6 +428,12 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.cancel()
+	// The round trips under way: each fails at once (see startUpstream).
+	p.mu.Lock()
+	for cc := range p.conns {
+		cc.interruptUpstream()
+	}
+	p.mu.Unlock()
 	p.wg.Wait()
 	return nil
 }

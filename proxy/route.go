@@ -478,8 +478,9 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 			deadline, byMaxTime = d, true
 		}
 	}
-	qctx, cancel := context.WithDeadline(cc.ctx, deadline)
-	defer cancel()
+	qctx := &cc.qctx
+	qctx.reset(cc.ctx, deadline)
+	defer qctx.release()
 	if err := p.waitResumed(qctx, cc.up); err != nil {
 		p.queued.Add(-1)
 		if byMaxTime && p.ctx.Err() == nil {
@@ -503,11 +504,21 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 			}
 			req.setMaxTime(left)
 		}
-		if ex.moreToCome {
-			return conn.SendMsg(cc.ctx, req.body, seqs)
+		if err := cc.startUpstream(conn); err != nil {
+			return err
 		}
+		defer cc.endUpstream()
 		var e error
-		reply, e = conn.RoundTripMsg(cc.ctx, req.body, seqs)
+		if ex.moreToCome {
+			e = conn.SendMsg(cc.upCtx, req.body, seqs)
+		} else {
+			reply, e = conn.RoundTripMsg(cc.upCtx, req.body, seqs)
+		}
+		if e != nil && cc.ctx.Err() != nil {
+			// Close interrupted it: not the server's failure (see
+			// startUpstream).
+			e = fmt.Errorf("%w: %w", cc.ctx.Err(), e)
+		}
 		return e
 	}
 	var doErr error

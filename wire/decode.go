@@ -32,30 +32,43 @@ const minMsgSize = HeaderSize + 4 + 1 + 5
 //
 // The returned Msg aliases msg. Every error matches ErrProtocol.
 func DecodeMsg(msg []byte) (Header, *Msg, error) {
-	h, err := checkFrame(msg, OpMsg)
+	m := new(Msg)
+	h, err := DecodeMsgInto(m, msg)
 	if err != nil {
 		return h, nil, err
 	}
+	return h, m, nil
+}
+
+// DecodeMsgInto is DecodeMsg into m, which a caller that decodes message
+// after message reuses rather than allocating one each time. m is
+// overwritten, and aliases msg afterwards; on an error its content is
+// unspecified.
+func DecodeMsgInto(m *Msg, msg []byte) (Header, error) {
+	h, err := checkFrame(msg, OpMsg)
+	if err != nil {
+		return h, err
+	}
 	if len(msg) < minMsgSize {
-		return h, nil, protoErrorf("OP_MSG of %d bytes is shorter than the %d-byte minimum (header, flagBits, body)", len(msg), minMsgSize)
+		return h, protoErrorf("OP_MSG of %d bytes is shorter than the %d-byte minimum (header, flagBits, body)", len(msg), minMsgSize)
 	}
 	flags := Flag(binary.LittleEndian.Uint32(msg[HeaderSize:]))
 	if bad := flags & requiredFlagMask &^ knownFlags; bad != 0 {
-		return h, nil, protoErrorf("OP_MSG: unknown required flag bits %#x set (flagBits %#x)", uint32(bad), uint32(flags))
+		return h, protoErrorf("OP_MSG: unknown required flag bits %#x set (flagBits %#x)", uint32(bad), uint32(flags))
 	}
 	end := len(msg)
 	if flags&ChecksumPresent != 0 {
 		end -= 4
 		if end < minMsgSize {
-			return h, nil, protoErrorf("OP_MSG: checksumPresent is set but the message is too short to hold a body and a checksum")
+			return h, protoErrorf("OP_MSG: checksumPresent is set but the message is too short to hold a body and a checksum")
 		}
 		want := binary.LittleEndian.Uint32(msg[end:])
 		if got := crc32.Checksum(msg[:end], castagnoli); got != want {
-			return h, nil, protoErrorf("OP_MSG: checksum mismatch: message carries %#08x, computed CRC-32C is %#08x", want, got)
+			return h, protoErrorf("OP_MSG: checksum mismatch: message carries %#08x, computed CRC-32C is %#08x", want, got)
 		}
 	}
 
-	m := &Msg{Flags: flags}
+	*m = Msg{Flags: flags}
 	haveBody := false
 	// Slices sized exactly, rather than grown by appending, keep what a
 	// message of millions of tiny sections or documents costs to a few
@@ -70,10 +83,10 @@ func DecodeMsg(msg []byte) (Header, *Msg, error) {
 		case sectionBody:
 			doc, err := readDocument(msg[pos:end])
 			if err != nil {
-				return h, nil, protoErrorf("OP_MSG: body section at offset %d: %w", at, err)
+				return h, protoErrorf("OP_MSG: body section at offset %d: %w", at, err)
 			}
 			if haveBody {
-				return h, nil, protoErrorf("OP_MSG: second body section (kind 0) at offset %d; exactly one is allowed", at)
+				return h, protoErrorf("OP_MSG: second body section (kind 0) at offset %d; exactly one is allowed", at)
 			}
 			haveBody = true
 			m.Body = doc
@@ -86,26 +99,26 @@ func DecodeMsg(msg []byte) (Header, *Msg, error) {
 			}
 			s, n, err := readSequence(msg[pos:end], &docs)
 			if err != nil {
-				return h, nil, protoErrorf("OP_MSG: document sequence section at offset %d: %w", at, err)
+				return h, protoErrorf("OP_MSG: document sequence section at offset %d: %w", at, err)
 			}
 			if len(m.Sequences) < scanLimit && slices.ContainsFunc(m.Sequences, func(prev Sequence) bool { return prev.Identifier == s.Identifier }) {
-				return h, nil, duplicateError(at, s.Identifier)
+				return h, duplicateError(at, s.Identifier)
 			}
 			m.Sequences = append(m.Sequences, s)
 			pos += n
 		default:
-			return h, nil, protoErrorf("OP_MSG: unknown section kind %d at offset %d (only 0 and 1 exist)", kind, at)
+			return h, protoErrorf("OP_MSG: unknown section kind %d at offset %d (only 0 and 1 exist)", kind, at)
 		}
 	}
 	if !haveBody {
-		return h, nil, protoErrorf("OP_MSG: no body section (kind 0); exactly one is required")
+		return h, protoErrorf("OP_MSG: no body section (kind 0); exactly one is required")
 	}
 	if len(m.Sequences) > scanLimit {
 		if i := duplicateIdentifier(m.Sequences); i >= 0 {
-			return h, nil, duplicateError(sequenceOffset(msg[:end], i), m.Sequences[i].Identifier)
+			return h, duplicateError(sequenceOffset(msg[:end], i), m.Sequences[i].Identifier)
 		}
 	}
-	return h, m, nil
+	return h, nil
 }
 
 func duplicateError(offset int, id string) error {

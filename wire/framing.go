@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,7 +34,18 @@ func ReadMessage(r io.Reader, maxMessageSize int32) ([]byte, error) {
 		maxMessageSize = DefaultMaxMessageSize
 	}
 	var hdr [HeaderSize]byte
-	if n, err := io.ReadFull(r, hdr[:]); err != nil {
+	var n int
+	var err error
+	if br, ok := r.(*bufio.Reader); ok {
+		n, err = peekHeader(br, &hdr)
+	} else {
+		// Read through an interface, an array of the caller's would move
+		// to the heap whichever way ReadMessage went: only this way pays.
+		h := new([HeaderSize]byte)
+		n, err = io.ReadFull(r, h[:])
+		hdr = *h
+	}
+	if err != nil {
 		if n == 0 {
 			return nil, fmt.Errorf("wire: reading message header: %w", err)
 		}
@@ -61,6 +73,18 @@ func ReadMessage(r io.Reader, maxMessageSize int32) ([]byte, error) {
 		}
 	}
 	return buf, nil
+}
+
+// peekHeader reads a message header from br into hdr, as io.ReadFull
+// would: a stream that ends inside it is io.ErrUnexpectedEOF.
+func peekHeader(br *bufio.Reader, hdr *[HeaderSize]byte) (int, error) {
+	b, err := br.Peek(HeaderSize)
+	n := copy(hdr[:], b)
+	br.Discard(n)
+	if err != nil && n > 0 && errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 // checkLength checks a declared messageLength against the bounds.

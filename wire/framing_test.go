@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -24,6 +25,10 @@ func TestReadMessage(t *testing.T) {
 		"half":    iotest.HalfReader,
 		"dataErr": iotest.DataErrReader,
 		"oneByte": func(r io.Reader) io.Reader { return iotest.OneByteReader(io.LimitReader(r, int64(len(m1)))) },
+		// A *bufio.Reader's header is peeked: at its smallest buffer, the
+		// header's size, and over a reader that gives a byte at a time.
+		"bufio":        func(r io.Reader) io.Reader { return bufio.NewReaderSize(r, 16) },
+		"bufioOneByte": func(r io.Reader) io.Reader { return bufio.NewReader(iotest.OneByteReader(r)) },
 	}
 	for name, wrap := range readers {
 		t.Run(name, func(t *testing.T) {
@@ -69,24 +74,55 @@ func TestReadMessageErrors(t *testing.T) {
 		{"length larger than data", header(100, 20), 0, false, io.ErrUnexpectedEOF, []string{"message truncated: got 36 of the 100 bytes"}},
 		{"header only, body missing", header(17, 0), 0, false, io.ErrUnexpectedEOF, []string{"got 16 of the 17 bytes"}},
 	}
+	readers := map[string]func(io.Reader) io.Reader{
+		"plain": func(r io.Reader) io.Reader { return r },
+		"bufio": func(r io.Reader) io.Reader { return bufio.NewReader(iotest.OneByteReader(r)) },
+	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := wire.ReadMessage(bytes.NewReader(tc.data), tc.max)
-			if got != nil {
-				t.Errorf("got %d bytes with the error", len(got))
-			}
-			if tc.protocol {
-				wantProtoErr(t, err, tc.want...)
-				return
-			}
-			wantErrText(t, err, tc.want...)
-			if !errors.Is(err, tc.is) {
-				t.Errorf("error %q does not wrap %v", err, tc.is)
-			}
-			if errors.Is(err, wire.ErrProtocol) {
-				t.Errorf("an I/O error is not a protocol error: %v", err)
-			}
-		})
+		for name, wrap := range readers {
+			t.Run(tc.name+"/"+name, func(t *testing.T) {
+				readMessageError(t, wrap(bytes.NewReader(tc.data)), tc.max, tc.protocol, tc.is, tc.want)
+			})
+		}
+	}
+}
+
+// TestReadMessageAllocs: from a *bufio.Reader, as connections read, a
+// message costs one allocation, its own.
+func TestReadMessageAllocs(t *testing.T) {
+	m, _ := wire.AppendMsg(nil, 1, 0, &wire.Msg{Body: doc(t, bson.D{{Key: "a", Value: 1}})})
+	r := bytes.NewReader(nil)
+	br := bufio.NewReader(r)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(m)
+		br.Reset(r)
+		if _, err := wire.ReadMessage(br, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Errorf("ReadMessage from a *bufio.Reader: %v allocations, want 1", allocs)
+	}
+}
+
+// readMessageError reads a message from r that must fail: with a
+// protocol error, or an I/O error that wraps is; either way saying want.
+func readMessageError(t *testing.T, r io.Reader, max int32, protocol bool, is error, want []string) {
+	t.Helper()
+	got, err := wire.ReadMessage(r, max)
+	if got != nil {
+		t.Errorf("got %d bytes with the error", len(got))
+	}
+	if protocol {
+		wantProtoErr(t, err, want...)
+		return
+	}
+	wantErrText(t, err, want...)
+	if !errors.Is(err, is) {
+		t.Errorf("error %q does not wrap %v", err, is)
+	}
+	if errors.Is(err, wire.ErrProtocol) {
+		t.Errorf("an I/O error is not a protocol error: %v", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -59,6 +60,19 @@ func TestMsgRoundTrip(t *testing.T) {
 			if _, got2, err := wire.DecodeReply(raw, 0); err != nil || !equalMsg(got2, m) {
 				t.Errorf("DecodeReply: %v, %+v", err, got2)
 			}
+			// Into a Msg that held another message, nothing of which
+			// may remain.
+			stale := func() wire.Msg {
+				return wire.Msg{Flags: wire.MoreToCome, Body: d1, Sequences: []wire.Sequence{{Identifier: "stale", Documents: []bson.Raw{d2}}}}
+			}
+			into := stale()
+			if h2, err := wire.DecodeMsgInto(&into, raw); err != nil || h2 != h || !equalMsg(&into, m) {
+				t.Errorf("DecodeMsgInto: %v, %v, %+v", err, h2, into)
+			}
+			into = stale()
+			if h2, err := wire.DecodeReplyInto(context.Background(), &into, raw, wire.DecodeOptions{}); err != nil || h2 != h || !equalMsg(&into, m) {
+				t.Errorf("DecodeReplyInto: %v, %v, %+v", err, h2, into)
+			}
 		})
 	}
 }
@@ -74,6 +88,28 @@ func TestAppendMsgReusesBuffer(t *testing.T) {
 	})
 	if err != nil || allocs != 0 {
 		t.Errorf("AppendMsg into a reused buffer: %v allocations, err %v", allocs, err)
+	}
+}
+
+// TestDecodeMsgIntoAllocs: a message without sequences decodes into a
+// reused Msg without allocating, as a connection and the proxy decode
+// every message.
+func TestDecodeMsgIntoAllocs(t *testing.T) {
+	raw, err := wire.AppendMsg(nil, 1, 0, &wire.Msg{Body: doc(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m wire.Msg
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := wire.DecodeMsgInto(&m, raw); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := wire.DecodeReplyInto(context.Background(), &m, raw, wire.DecodeOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("DecodeMsgInto and DecodeReplyInto: %v allocations, want 0", allocs)
 	}
 }
 

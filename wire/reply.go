@@ -19,14 +19,25 @@ func DecodeReply(msg []byte, maxMessageSize int32) (Header, *Msg, error) {
 // ctx (see DecompressContext). An error from ctx does not match ErrProtocol;
 // every other error does.
 func DecodeReplyContext(ctx context.Context, msg []byte, opts DecodeOptions) (Header, *Msg, error) {
-	h, err := ParseHeader(msg)
+	m := new(Msg)
+	h, err := DecodeReplyInto(ctx, m, msg, opts)
 	if err != nil {
 		return h, nil, err
 	}
+	return h, m, nil
+}
+
+// DecodeReplyInto is DecodeReplyContext into m, which a connection reuses
+// from reply to reply (see DecodeMsgInto).
+func DecodeReplyInto(ctx context.Context, m *Msg, msg []byte, opts DecodeOptions) (Header, error) {
+	h, err := ParseHeader(msg)
+	if err != nil {
+		return h, err
+	}
 	if h.OpCode == OpCompressed {
 		if msg, err = DecompressContext(ctx, msg, opts); err != nil {
-			return h, nil, err
+			return h, err
 		}
 	}
-	return DecodeMsg(msg)
+	return DecodeMsgInto(m, msg)
 }
