@@ -428,9 +428,11 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	// The round trips under way: each fails at once (see startUpstream).
+	// The waits and round trips under way: each fails at once (see
+	// queueContext and startUpstream).
 	p.mu.Lock()
 	for cc := range p.conns {
+		cc.qctx.parentEnded()
 		cc.interruptUpstream()
 	}
 	p.mu.Unlock()
