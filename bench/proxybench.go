@@ -389,8 +389,12 @@ type proxyRun struct {
 	// Upstream is the most connections the server had open at once over
 	// the run, above those it had before the target started (the
 	// benchmark's own); UpstreamIdle, those the target had opened once
-	// ready, before any client connected (-1 for direct).
+	// ready, before any client connected (-1 for direct, or when the
+	// server did not answer). UpstreamSamples counts the readings of
+	// Upstream (0: not measured, the server too busy to answer
+	// serverStatus in time, say).
 	Upstream, UpstreamIdle int
+	UpstreamSamples        int
 	// TargetRSS is the target's largest resident set over the run (0 for
 	// direct or unknown).
 	TargetRSS int64
@@ -411,15 +415,33 @@ func (r proxyRun) summary() string {
 	if r.Err != nil {
 		return "failed: " + r.Err.Error()
 	}
-	return fmt.Sprintf("%.0f ops/s, p50 %s, p99 %s, %d failed, upstream conns %d", r.opsPerSec(),
-		fmtDur(histPercentile(r.Load.Hist, 50)), fmtDur(histPercentile(r.Load.Hist, 99)), r.Load.Failed, r.Upstream)
+	upstream := "not measured"
+	if r.UpstreamSamples > 0 {
+		upstream = fmt.Sprint(r.Upstream)
+	}
+	return fmt.Sprintf("%.0f ops/s, p50 %s, p99 %s, %d failed, upstream conns %s", r.opsPerSec(),
+		fmtDur(histPercentile(r.Load.Hist, 50)), fmtDur(histPercentile(r.Load.Hist, 99)), r.Load.Failed, upstream)
 }
 
-// medianRun returns the run of median throughput.
+// medianRun returns the run of median throughput, with the upstream
+// connections of all: the most any round had open, and the fewest the
+// target opened on its own (the bound on connections holds in every round,
+// or it does not).
 func medianRun(runs []proxyRun) proxyRun {
 	s := slices.Clone(runs)
 	slices.SortStableFunc(s, func(a, b proxyRun) int { return cmp.Compare(a.opsPerSec(), b.opsPerSec()) })
-	return s[len(s)/2]
+	m := s[len(s)/2]
+	m.Upstream, m.UpstreamSamples = 0, 0
+	for _, r := range runs {
+		if r.UpstreamSamples > 0 {
+			m.Upstream = max(m.Upstream, r.Upstream)
+			m.UpstreamSamples += r.UpstreamSamples
+		}
+		if r.UpstreamIdle >= 0 && (m.UpstreamIdle < 0 || r.UpstreamIdle < m.UpstreamIdle) {
+			m.UpstreamIdle = r.UpstreamIdle
+		}
+	}
+	return m
 }
 
 // startTarget starts t's proxy, if it has one, and returns where the
@@ -579,6 +601,7 @@ func (b *ProxyBench) runOne(t *benchTarget, n int) (r proxyRun) {
 		for {
 			if c, err := b.server.connections(); err == nil {
 				r.Upstream = max(r.Upstream, c)
+				r.UpstreamSamples++
 			}
 			if targetMain != 0 {
 				if rss, err := procRSS(targetMain); err == nil {

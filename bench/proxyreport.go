@@ -142,12 +142,16 @@ func (r *ProxyReport) checkProxy(counts []int) {
 		d, okD := r.run(DirectTarget, n)
 		max := r.Config.MaxPoolSize
 		target := fmt.Sprintf("%d clients: upstream connections <= maxPoolSize (%d)", n, max)
-		if okP {
+		switch {
+		case okP && p.UpstreamSamples > 0 && p.UpstreamIdle >= 0:
 			pool := p.Upstream - p.UpstreamIdle
 			got := fmt.Sprintf("%d at most, %d of them open before any client (monitoring): %d for the operations", p.Upstream, p.UpstreamIdle, pool)
 			add(target, got, max > 0 && pool <= max)
-		} else {
-			add(target, "not measured", false)
+		case okP && p.UpstreamSamples > 0:
+			// What the proxy opened on its own is not known: all count.
+			add(target, fmt.Sprintf("%d at most (those open before any client not measured)", p.Upstream), max > 0 && p.Upstream <= max)
+		default:
+			add(target, "not measured (the server did not answer serverStatus)", false)
 		}
 		target = fmt.Sprintf("%d clients: throughput no worse than direct", n)
 		if okP && okD && d.opsPerSec() > 0 {
@@ -253,9 +257,12 @@ func (r *ProxyReport) Write(w io.Writer) {
 					hop = fmtHop(x.p50() - direct.p50())
 				}
 			}
-			upstream := fmt.Sprint(x.Upstream)
-			if x.UpstreamIdle >= 0 {
+			upstream := "-"
+			switch {
+			case x.UpstreamSamples > 0 && x.UpstreamIdle >= 0:
 				upstream = fmt.Sprintf("%d (idle %d)", x.Upstream, x.UpstreamIdle)
+			case x.UpstreamSamples > 0:
+				upstream = fmt.Sprint(x.Upstream)
 			}
 			rss := "-"
 			if x.TargetRSS > 0 {
@@ -322,7 +329,7 @@ func (r *ProxyReport) Write(w io.Writer) {
 	notes := append([]string{
 		"ops/s: finds by _id that ended within the measured time, per second; % of direct: of the direct run's ops/s with as many clients; p50, p99: their round trips as the clients timed them; hop p50: the target's p50 less direct's.",
 		"CPU/op: the process's user + system time (/proc/PID/stat, the proxy's whole process tree) over the measured time, per operation measured; client CPU is the benchmark's own (its load and sampling, workers included). The machine's CPUs are shared by the clients, the proxy and the server.",
-		"upstream conns: the most connections the server (the busiest member of a replica set) had open at once over the run (serverStatus connections.current every 100ms, less the benchmark's own); idle: those the proxy had opened 200ms after it answered, before any client. proxy RSS: the proxy's largest resident set over the run.",
+		"upstream conns: the most connections the server (the busiest member of a replica set) had open at once over the rounds (serverStatus connections.current every 100ms, less the benchmark's own; -: no reading); idle: the fewest the proxy had opened 200ms after it answered, before any client. proxy RSS: the proxy's largest resident set over the run.",
 		"failed: operations that failed over the whole run, warm-up included (connections refused, round trips that failed or took over the timeout, replies without the document asked for).",
 	}, r.Notes...)
 	if len(r.Memory) > 0 {
