@@ -3,10 +3,6 @@ package proxy_test
 import (
 	"testing"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/mongopool/mongopool/proxy"
 )
 
 // TestRelayAllocations: a find relayed through the proxy costs the process
@@ -17,18 +13,14 @@ import (
 // client connection's context, and each message was decoded into a new
 // Msg.
 func TestRelayAllocations(t *testing.T) {
-	rs := startReplicaSet(t, 1)
-	_, addr := startProxy(t, rs.URI(), proxy.Mongos, proxy.Config{})
-	seed := dialRaw(t, addr)
-	seed.roundTrip(mustMarshal(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, {Key: "$db", Value: "db"}}))
-	find := mustMarshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "db"}})
+	directAddr, addr, find := findByID(t)
 	allocs := func(addr string) float64 {
 		c := dialRaw(t, addr)
 		c.nc.SetDeadline(time.Now().Add(time.Minute))
 		c.roundTrip(find) // the connections made
 		return testing.AllocsPerRun(1000, func() { c.roundTrip(find) })
 	}
-	direct := allocs(rs.Primary().Addr())
+	direct := allocs(directAddr)
 	through := allocs(addr)
 	if hop := through - direct; hop > 2 {
 		t.Errorf("a relayed find: %v allocations, %v direct: the hop costs %v, want 2 at most", through, direct, hop)

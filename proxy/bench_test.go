@@ -13,12 +13,8 @@ import (
 // proxy and straight to the same server, in one run: the difference is
 // the proxy's hop.
 func BenchmarkFindByID(b *testing.B) {
-	rs := startReplicaSet(b, 1)
-	p, addr := startProxy(b, rs.URI(), proxy.Mongos, proxy.Config{})
-	seed := dialRaw(b, addr)
-	seed.roundTrip(mustMarshal(b, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "x"}}}}, {Key: "$db", Value: "db"}}))
-	find := mustMarshal(b, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "db"}})
-	for _, target := range []struct{ name, addr string }{{"direct", rs.Primary().Addr()}, {"proxy", addr}} {
+	direct, addr, find := findByID(b)
+	for _, target := range []struct{ name, addr string }{{"direct", direct}, {"proxy", addr}} {
 		b.Run(target.name, func(b *testing.B) {
 			c := dialRaw(b, target.addr)
 			c.roundTrip(mustMarshal(b, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}}))
@@ -32,17 +28,12 @@ func BenchmarkFindByID(b *testing.B) {
 			}
 		})
 	}
-	_ = p
 }
 
 // BenchmarkFindByIDParallel is BenchmarkFindByID from 64 clients at once.
 func BenchmarkFindByIDParallel(b *testing.B) {
-	rs := startReplicaSet(b, 1)
-	_, addr := startProxy(b, rs.URI(), proxy.Mongos, proxy.Config{})
-	seed := dialRaw(b, addr)
-	seed.roundTrip(mustMarshal(b, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "x"}}}}, {Key: "$db", Value: "db"}}))
-	find := mustMarshal(b, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "db"}})
-	for _, target := range []struct{ name, addr string }{{"direct", rs.Primary().Addr()}, {"proxy", addr}} {
+	direct, addr, find := findByID(b)
+	for _, target := range []struct{ name, addr string }{{"direct", direct}, {"proxy", addr}} {
 		b.Run(target.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(32)
@@ -55,4 +46,17 @@ func BenchmarkFindByIDParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// findByID starts a replica set of one member and a proxy in front of it,
+// stores the document {_id: 1}, and returns the primary's address, the
+// proxy's and the find by _id of the benchmarks.
+func findByID(tb testing.TB) (direct, proxied string, find bson.Raw) {
+	tb.Helper()
+	rs := startReplicaSet(tb, 1)
+	_, proxied = startProxy(tb, rs.URI(), proxy.Mongos, proxy.Config{})
+	seed := dialRaw(tb, proxied)
+	seed.roundTrip(mustMarshal(tb, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}, {Key: "v", Value: "x"}}}}, {Key: "$db", Value: "db"}}))
+	find = mustMarshal(tb, bson.D{{Key: "find", Value: "c"}, {Key: "filter", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "limit", Value: 1}, {Key: "singleBatch", Value: true}, {Key: "$db", Value: "db"}})
+	return rs.Primary().Addr(), proxied, find
 }

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,21 +87,16 @@ func TestCloseInterruptsQueueWaits(t *testing.T) {
 	closePromptly(t, p, served, []*rawConn{c})
 }
 
-// serveProxy serves a proxy over client on a loopback listener, and returns
-// it, its address and the channel of Serve's result.
-func serveProxy(t *testing.T, client *mongopool.Client, cfg proxy.Config) (*proxy.Proxy, string, chan error) {
+// serveProxy serves a proxy over client, as a mongos on a loopback
+// listener, and returns it, its address and the channel of Serve's result.
+func serveProxy(t *testing.T, client *mongopool.Client, cfg proxy.Config) (*proxy.Proxy, string, <-chan error) {
 	t.Helper()
 	p, err := proxy.New(client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln, proxy.Mongos) }()
-	return p, ln.Addr().String(), served
+	addr, served := serve(t, p, proxy.Mongos)
+	return p, addr, served
 }
 
 func blockedFind(t *testing.T) bson.Raw {
@@ -111,7 +105,7 @@ func blockedFind(t *testing.T) bson.Raw {
 
 // closePromptly closes p, which must return within 10s, and checks that
 // none of clients, whose operations were under way, got a reply.
-func closePromptly(t *testing.T, p *proxy.Proxy, served chan error, clients []*rawConn) {
+func closePromptly(t *testing.T, p *proxy.Proxy, served <-chan error, clients []*rawConn) {
 	t.Helper()
 	closed := make(chan struct{})
 	go func() {

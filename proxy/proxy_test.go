@@ -31,12 +31,7 @@ func startProxy(t testing.TB, uri string, persona proxy.Persona, cfg proxy.Confi
 		client.Close()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- p.Serve(ln, persona) }()
+	addr, served := serve(t, p, persona)
 	t.Cleanup(func() {
 		p.Close()
 		if err := <-served; !errors.Is(err, proxy.ErrClosed) {
@@ -44,7 +39,20 @@ func startProxy(t testing.TB, uri string, persona proxy.Persona, cfg proxy.Confi
 		}
 		client.Close()
 	})
-	return p, ln.Addr().String()
+	return p, addr
+}
+
+// serve serves p, presenting persona, on a loopback listener, and returns
+// its address and the channel of Serve's result.
+func serve(t testing.TB, p *proxy.Proxy, persona proxy.Persona) (string, <-chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(ln, persona) }()
+	return ln.Addr().String(), served
 }
 
 // driverClient connects the official Go driver to the proxy at addr.
