@@ -8,6 +8,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongopool/mongopool/pool"
 )
 
 // maxApps bounds the application names the proxy counts apart: a client
@@ -27,6 +29,7 @@ type appCounters struct {
 	accepted   atomic.Int64
 	operations atomic.Int64 // relayed upstream
 	errors     atomic.Int64 // answered with ok: 0 (the proxy's or a server's)
+	latency    pool.Recorder
 }
 
 // app returns the counters of name, made on first use (under the cap).
@@ -56,6 +59,9 @@ type AppStats struct {
 	// Operations counts their commands relayed to a server; Errors their
 	// replies with ok: 0.
 	Operations, Errors int64
+	// Latency is the time of their relayed operations, as Stats.Latency
+	// has it for all.
+	Latency pool.Histogram
 }
 
 // Apps returns the counters of the clients by application name, sorted by
@@ -65,7 +71,7 @@ func (p *Proxy) Apps() []AppStats {
 	out := make([]AppStats, 0, len(p.apps))
 	for _, a := range p.apps {
 		out = append(out, AppStats{AppName: a.name, Connections: a.conns.Load(), Accepted: a.accepted.Load(),
-			Operations: a.operations.Load(), Errors: a.errors.Load()})
+			Operations: a.operations.Load(), Errors: a.errors.Load(), Latency: a.latency.Histogram()})
 	}
 	p.mu.Unlock()
 	slices.SortFunc(out, func(a, b AppStats) int {
@@ -116,6 +122,16 @@ func (cc *clientConn) info() ClientInfo {
 		Busy: cc.busy.Load(), Opened: cc.opened, Operations: cc.operations.Load()}
 }
 
+// appendLatency appends h to doc as latencyMicros: its mean, p50 and p99.
+func appendLatency(doc []byte, h pool.Histogram) []byte {
+	idx, l := bsoncore.AppendDocumentElementStart(doc, "latencyMicros")
+	l = bsoncore.AppendInt64Element(l, "mean", h.Mean().Microseconds())
+	l = bsoncore.AppendInt64Element(l, "p50", h.Quantile(0.5).Microseconds())
+	l = bsoncore.AppendInt64Element(l, "p99", h.Quantile(0.99).Microseconds())
+	doc, _ = bsoncore.AppendDocumentEnd(l, idx)
+	return doc
+}
+
 // proxyStatus answers the proxyStatus admin command (see Status).
 func (cc *clientConn) proxyStatus(ex exchangeOf, body bson.Raw) bool {
 	listClients := false
@@ -151,6 +167,7 @@ func (p *Proxy) Status(listClients bool) bson.Raw {
 		e = bsoncore.AppendInt64Element(e, "accepted", app.Accepted)
 		e = bsoncore.AppendInt64Element(e, "operations", app.Operations)
 		e = bsoncore.AppendInt64Element(e, "errors", app.Errors)
+		e = appendLatency(e, app.Latency)
 		a, _ = bsoncore.AppendDocumentEnd(e, eidx)
 	}
 	d, _ = bsoncore.AppendDocumentEnd(a, aidx)
@@ -201,11 +218,7 @@ func (p *Proxy) Status(listClients bool) bson.Raw {
 	o = bsoncore.AppendInt64Element(o, "maxTimeExpired", st.MaxTimeExpired)
 	o = bsoncore.AppendInt64Element(o, "longPolls", int64(st.LongPolls))
 	o = bsoncore.AppendInt64Element(o, "slow", st.SlowOperations)
-	lidx, l := bsoncore.AppendDocumentElementStart(o, "latencyMicros")
-	l = bsoncore.AppendInt64Element(l, "mean", st.Latency.Mean().Microseconds())
-	l = bsoncore.AppendInt64Element(l, "p50", st.Latency.Quantile(0.5).Microseconds())
-	l = bsoncore.AppendInt64Element(l, "p99", st.Latency.Quantile(0.99).Microseconds())
-	o, _ = bsoncore.AppendDocumentEnd(l, lidx)
+	o = appendLatency(o, st.Latency)
 	doc, _ = bsoncore.AppendDocumentEnd(o, oidx)
 
 	if bp := p.conf().BusyPoller; bp != nil {

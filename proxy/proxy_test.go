@@ -227,9 +227,19 @@ func TestProxyStatusCommand(t *testing.T) {
 	}
 	apps := p.Apps()
 	for _, a := range apps {
-		if a.AppName == "orders" && a.Errors < 1 {
+		if a.AppName != "orders" {
+			continue
+		}
+		if a.Errors < 1 {
 			t.Fatalf("the failed command was not counted: %+v", a)
 		}
+		// The application's operations are timed as the proxy's are.
+		if a.Latency.Count != uint64(a.Operations) || a.Latency.Sum <= 0 {
+			t.Errorf("the orders application's latency: %d samples summing to %v for %d operations", a.Latency.Count, a.Latency.Sum, a.Operations)
+		}
+	}
+	if p50 := app.Document().Lookup("latencyMicros", "p50").Int64(); p50 <= 0 {
+		t.Errorf("proxyStatus's byAppName.orders.latencyMicros: %v", app.Document().Lookup("latencyMicros"))
 	}
 	// Every operation relayed is timed (none of them a long poll): the
 	// inserts, the unknown command and the find, at least.

@@ -350,6 +350,9 @@ func (cc *clientConn) forward(ex exchangeOf, req *request, seqs []wire.Sequence,
 	if !ex.longPoll {
 		took := time.Since(ex.received)
 		cc.p.latency.Observe(took)
+		if a := cc.app.Load(); a != nil {
+			a.latency.Observe(took)
+		}
 		if slow := cc.p.conf().SlowOperation; slow > 0 && took >= slow {
 			cc.slowOperation(req, server, took, reply, err)
 		}

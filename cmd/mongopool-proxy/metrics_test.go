@@ -52,7 +52,8 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
 	}
 
-	// The client's connection, operations and error, under its name.
+	// The client's connection, operations, error and operations' time,
+	// under its name.
 	label := fmt.Sprintf(`{app=%q}`, app)
 	for _, m := range []struct {
 		name string
@@ -61,6 +62,7 @@ func TestMetricsLint(t *testing.T) {
 		{"mongopool_proxy_app_connections", 1},
 		{"mongopool_proxy_app_operations_total", 6},
 		{"mongopool_proxy_app_errors_total", 1},
+		{"mongopool_proxy_app_operation_duration_seconds_count", 6},
 	} {
 		re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m.name+label) + ` (\S+)$`)
 		match := re.FindStringSubmatch(text)

@@ -19,7 +19,7 @@ type ProxyCollector struct {
 func NewProxyCollector(p *proxy.Proxy) *ProxyCollector { return &ProxyCollector{p: p} }
 
 var proxyDescs = struct {
-	clients, accepted, refused, appOps, appErrors, appConns              *prometheus.Desc
+	clients, accepted, refused, appOps, appErrors, appConns, appLatency  *prometheus.Desc
 	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
 	cursors, pins, longPolls, authFailures, busyPolls, busyPollHits      *prometheus.Desc
 	latency, slowOps                                                     *prometheus.Desc
@@ -30,6 +30,7 @@ var proxyDescs = struct {
 	appConns:      prometheus.NewDesc("mongopool_proxy_app_connections", "Client connections open now, by the application name of their handshake (\"\" for none, and for the names beyond the first thousand).", []string{"app"}, nil),
 	appOps:        prometheus.NewDesc("mongopool_proxy_app_operations_total", "Commands relayed to a server, by application name.", []string{"app"}, nil),
 	appErrors:     prometheus.NewDesc("mongopool_proxy_app_errors_total", "Replies with ok: 0 (the proxy's or a server's), by application name.", []string{"app"}, nil),
+	appLatency:    prometheus.NewDesc("mongopool_proxy_app_operation_duration_seconds", "Relayed operations' time, as mongopool_proxy_operation_duration_seconds, by application name: _sum over _count is their mean (the proxy-wide histogram has the buckets, which per application would multiply the series).", []string{"app"}, nil),
 	operations:    prometheus.NewDesc("mongopool_proxy_operations_total", "Commands relayed to a server.", nil, nil),
 	local:         prometheus.NewDesc("mongopool_proxy_local_replies_total", "Commands the proxy answered itself: handshakes, ping, its own errors.", nil, nil),
 	queued:        prometheus.NewDesc("mongopool_proxy_queued_operations", "Operations waiting now for an upstream server and connection.", nil, nil),
@@ -50,7 +51,7 @@ var proxyDescs = struct {
 // Describe sends the descriptions of the proxy's metrics.
 func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := proxyDescs
-	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors,
+	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors, d.appLatency,
 		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits, d.latency, d.slowOps} {
 		ch <- desc
 	}
@@ -73,6 +74,7 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.appConns, float64(a.Connections), a.AppName)
 		counter(d.appOps, a.Operations, a.AppName)
 		counter(d.appErrors, a.Errors, a.AppName)
+		ch <- prometheus.MustNewConstSummary(d.appLatency, a.Latency.Count, a.Latency.Sum.Seconds(), nil, a.AppName)
 	}
 	counter(d.operations, st.Operations)
 	counter(d.local, st.Local)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -78,6 +79,30 @@ mongopool_proxy_app_errors_total{app="billing"} 1
 `
 	if err := testutil.CollectAndCompare(pc, strings.NewReader(want), "mongopool_proxy_app_operations_total", "mongopool_proxy_app_errors_total"); err != nil {
 		t.Fatal(err)
+	}
+	// The application's operations' time: one sample each.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(pc)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	timed := false
+	for _, f := range families {
+		if f.GetName() != "mongopool_proxy_app_operation_duration_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "billing" {
+				timed = true
+				if s := m.GetSummary(); s.GetSampleCount() != 2 || s.GetSampleSum() <= 0 {
+					t.Errorf("billing's operation time: %d samples summing to %vs, want 2 and more than 0", s.GetSampleCount(), s.GetSampleSum())
+				}
+			}
+		}
+	}
+	if !timed {
+		t.Error("no mongopool_proxy_app_operation_duration_seconds for billing")
 	}
 
 	c := prommetrics.NewCollector()
