@@ -386,6 +386,9 @@ func WithServer(address string) CommandOption {
 type operation struct {
 	kind opKind
 	cmd  bson.Raw // with $db
+	// crit are the selection's criteria as the selection log describes
+	// them (see operationOf).
+	crit topology.Criteria
 	// plainWrite is a Write that cannot be a retryable write (see
 	// retryableWriteCommand): it gets no txnNumber and is sent once.
 	plainWrite bool

@@ -2,6 +2,8 @@ package mongopool_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -9,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/mongotest"
 )
 
@@ -146,4 +149,41 @@ func BenchmarkTransaction(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDoAllocatesNothing: Do, which the proxy calls for every operation it
+// relays, allocates nothing of its own (its fn sends nothing here), with a
+// logger that hears the selections' Info messages as without one: the
+// selection log's criteria were copied to the heap, and a command's name
+// looked up in no command made an error, each time.
+func TestDoAllocatesNothing(t *testing.T) {
+	rs, err := mongotest.StartReplicaSet("rs", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	ctx := context.Background()
+	for _, logged := range []bool{false, true} {
+		var opts []mongopool.ClientOption
+		if logged {
+			opts = append(opts, mongopool.WithLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+		}
+		c, err := mongopool.Connect(ctx, rs.URI(), opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noop := func(*connection.Conn) error { return nil }
+		if err := c.Do(ctx, noop); err != nil { // the connection made
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			if err := c.Do(ctx, noop); err != nil {
+				t.Fatal(err)
+			}
+		})
+		c.Close()
+		if allocs != 0 {
+			t.Errorf("Do (logger: %v): %v allocations, want 0", logged, allocs)
+		}
+	}
 }

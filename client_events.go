@@ -106,6 +106,9 @@ func isSensitive(name string, cmd bson.Raw) bool {
 
 // commandName returns the name of cmd: its first field.
 func commandName(cmd bson.Raw) string {
+	if len(cmd) < 5 {
+		return "" // none (Do's), whose error would cost an allocation
+	}
 	e, err := cmd.IndexErr(0)
 	if err != nil {
 		return ""

@@ -41,9 +41,11 @@ func (c *Client) operationOf(o *operation) topology.Operation {
 	if !c.logs {
 		return topology.Operation{}
 	}
-	crit := c.criteria
-	crit.Write, crit.ReadPref = o.kind == opWrite, o.readPref
-	return topology.Operation{Name: commandName(o.cmd), ID: o.id, Criteria: &crit}
+	// The operation's own copy: the log turns it into text before the
+	// selection returns, and a copy here would go to the heap each time.
+	o.crit = c.criteria
+	o.crit.Write, o.crit.ReadPref = o.kind == opWrite, o.readPref
+	return topology.Operation{Name: commandName(o.cmd), ID: o.id, Criteria: &o.crit}
 }
 
 // readPrefDoc returns rp as the $readPreference document: its mode, its tag
