@@ -68,9 +68,11 @@ type clientConn struct {
 	opened     time.Time
 	operations atomic.Int64
 
-	// ctx is the proxy's, for this connection's upstream exchanges: the
-	// waits of those register with it, each connection's own, rather than
-	// all with the proxy's one context (whose lock they would share).
+	// ctx is the connection's, within the proxy's: it ends at Close and
+	// when the connection ends. The waits and round trips of its
+	// operations do not register with it, which would cost each a lock
+	// and a map insertion: Close ends those under way itself (see
+	// queueContext and startUpstream).
 	ctx    context.Context
 	cancel context.CancelFunc
 	// qctx is the context of the attempt under way's wait for a
