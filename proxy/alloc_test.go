@@ -1,9 +1,13 @@
 package proxy_test
 
 import (
+	"math"
 	"testing"
 	"time"
 )
+
+// raceBuild is set when the tests run with the race detector.
+var raceBuild bool
 
 // TestRelayAllocations: a find relayed through the proxy costs the process
 // at most 2 allocations more than the same find sent to the server
@@ -14,16 +18,29 @@ import (
 // Msg.
 func TestRelayAllocations(t *testing.T) {
 	directAddr, addr, find := findByID(t)
+	// The fewest of several measures: the process's background work (the
+	// monitors', the pools' maintenance) allocates too, in proportion to
+	// the time a measure takes, which a loaded machine stretches.
 	allocs := func(addr string) float64 {
 		c := dialRaw(t, addr)
 		c.nc.SetDeadline(time.Now().Add(time.Minute))
 		c.roundTrip(find) // the connections made
-		return testing.AllocsPerRun(1000, func() { c.roundTrip(find) })
+		fewest := math.Inf(1)
+		for range 5 {
+			fewest = min(fewest, testing.AllocsPerRun(200, func() { c.roundTrip(find) }))
+		}
+		return fewest
 	}
 	direct := allocs(directAddr)
 	through := allocs(addr)
-	if hop := through - direct; hop > 2 {
-		t.Errorf("a relayed find: %v allocations, %v direct: the hop costs %v, want 2 at most", through, direct, hop)
+	most := 2.0
+	if raceBuild {
+		// The race detector's sync.Pool drops a share of what it is given,
+		// at random, in the server as in the proxy: the counts move by one.
+		most++
+	}
+	if hop := through - direct; hop > most {
+		t.Errorf("a relayed find: %v allocations, %v direct: the hop costs %v, want %v at most", through, direct, hop, most)
 	}
 	t.Logf("a find: %v allocations direct, %v through the proxy", direct, through)
 }

@@ -1,0 +1,5 @@
+//go:build race
+
+package proxy_test
+
+func init() { raceBuild = true }
