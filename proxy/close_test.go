@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -124,5 +125,40 @@ func closePromptly(t *testing.T, p *proxy.Proxy, served <-chan error, clients []
 		if raw, err := wire.ReadMessage(c.nc, 0); err == nil {
 			t.Errorf("client %d got a reply from a closed proxy: % x", i, raw)
 		}
+	}
+}
+
+// TestDrainServesARequestAlreadySent: a request a client sent just as the
+// proxy began draining (bytes in the socket, not yet read) is served
+// before the connection closes, not lost: its client would see the
+// connection close under its request, a network error (the rolling
+// restart's test once had an insert fail so).
+func TestDrainServesARequestAlreadySent(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	client, err := mongopool.NewClient(rs.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	for i := range 20 {
+		p, addr, served := serveProxy(t, client, proxy.Config{})
+		c := dialRaw(t, addr)
+		c.roundTrip(mustMarshal(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}})) // idle now
+		c.send(mustMarshal(t, bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: i}}}}, {Key: "$db", Value: "db"}}), 0, 0)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shut := make(chan error, 1)
+		go func() { shut <- p.Shutdown(ctx) }()
+		raw, err := wire.ReadMessage(c.nc, 0)
+		if err != nil {
+			t.Fatalf("drain %d: the insert sent before it got no reply: %v", i, err)
+		}
+		if _, m, err := wire.DecodeMsg(raw); err != nil || m.Body.Lookup("ok").Double() != 1 {
+			t.Fatalf("drain %d: the insert's reply: %v %v", i, err, m)
+		}
+		if err := <-shut; err != nil {
+			t.Fatalf("drain %d: Shutdown: %v", i, err)
+		}
+		cancel()
+		<-served
 	}
 }

@@ -165,10 +165,19 @@ func (cc *clientConn) drain() {
 	cc.drainOnce.Do(func() {
 		close(cc.drainCh)
 		if !cc.busy.Load() {
-			cc.nc.SetReadDeadline(time.Unix(1, 0))
+			// Not at once: a request its client sent just before may be
+			// in the socket, unread, and would be lost with the
+			// connection (its client sees the connection close under
+			// it). One that comes within drainGrace is served, then the
+			// connection closes.
+			cc.nc.SetReadDeadline(time.Now().Add(drainGrace))
 		}
 	})
 }
+
+// drainGrace is how long a draining idle connection waits for a request
+// already on its way.
+const drainGrace = 50 * time.Millisecond
 
 func (cc *clientConn) draining() bool {
 	select {
@@ -194,9 +203,16 @@ func (cc *clientConn) serve() {
 	}()
 	defer cc.releaseLB()
 	first := true
+	graced := false
 	for {
 		if cc.draining() {
-			return
+			if graced {
+				return
+			}
+			// A request its client sent before the drain began, on the
+			// reply written just before, is served too (see drain).
+			graced = true
+			cc.nc.SetReadDeadline(time.Now().Add(drainGrace))
 		}
 		bp := cc.p.cfg.Load().BusyPoller
 		if cc.prompt && cc.br.Buffered() == 0 {
