@@ -27,30 +27,34 @@ import (
 // goroutine makes one at a time: nothing keeps the context past its
 // attempt (see clientConn.exchange).
 type queueContext struct {
-	context.Context // the client connection's
+	context.Context           // the client connection's
+	deadline        time.Time // the attempt's, the owner's alone: Done publishes it to due
 
 	expired atomic.Bool // the deadline passed while something waited
 
-	mu       sync.Mutex    // protects following fields
-	deadline time.Time     // the attempt's
-	done     chan struct{} // made by the attempt's first Done; closed at its deadline or the parent's end
-	closed   bool          // done is closed
-	timer    *time.Timer   // closes done at the deadline: made once, reset by each attempt that waits
-	armed    bool          // timer runs for the attempt
+	// done and armed are written by the owner only, under mu: the owner
+	// reads them without it (release, most often with nothing to do).
+	mu     sync.Mutex    // protects following fields
+	due    time.Time     // the deadline the timer was armed for
+	done   chan struct{} // made by the attempt's first Done; closed at its deadline or the parent's end
+	closed bool          // done is closed
+	timer  *time.Timer   // closes done at the deadline: made once, reset by each attempt that waits
+	armed  bool          // timer runs for the attempt
 }
 
 // reset makes q the context of an attempt ending at deadline, within
 // parent.
 func (q *queueContext) reset(parent context.Context, deadline time.Time) {
-	q.Context = parent
+	q.Context, q.deadline = parent, deadline
 	q.expired.Store(false)
-	q.mu.Lock()
-	q.deadline = deadline
-	q.mu.Unlock()
 }
 
-// release ends the attempt: its timer, if armed, is stopped.
+// release ends the attempt: its timer, if armed, is stopped. An attempt
+// that nothing waited on costs nothing more.
 func (q *queueContext) release() {
+	if q.done == nil {
+		return // and the timer is not armed
+	}
 	q.mu.Lock()
 	if q.armed {
 		q.timer.Stop()
@@ -61,11 +65,7 @@ func (q *queueContext) release() {
 }
 
 // Deadline returns the attempt's deadline.
-func (q *queueContext) Deadline() (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.deadline, true
-}
+func (q *queueContext) Deadline() (time.Time, bool) { return q.deadline, true }
 
 // Done returns a channel closed when the parent ends or the deadline
 // passes; the first call of an attempt makes it and arms the timer.
@@ -76,7 +76,8 @@ func (q *queueContext) Done() <-chan struct{} {
 		return q.done
 	}
 	q.done = make(chan struct{})
-	left := time.Until(q.deadline)
+	q.due = q.deadline
+	left := time.Until(q.due)
 	switch {
 	case q.Context.Err() != nil:
 		q.closeLocked()
@@ -111,7 +112,7 @@ func (q *queueContext) Err() error {
 func (q *queueContext) expire() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.done == nil || q.closed || time.Now().Before(q.deadline) {
+	if q.done == nil || q.closed || time.Now().Before(q.due) {
 		return
 	}
 	q.expired.Store(true)
