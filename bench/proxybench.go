@@ -37,6 +37,12 @@ const ProxyUnixTarget = "mongopool-proxy-unix"
 // DirectTarget names the clients connected straight to the server.
 const DirectTarget = "direct"
 
+// The servers ProxyConfig.Server names.
+const (
+	ServerMongotest = "mongotest"
+	ServerFerretDB  = "ferretdb"
+)
+
 // ProxyConfig is what the proxy benchmark measures, and how.
 type ProxyConfig struct {
 	// Repo is the repository's root, where cmd/mongotest and
@@ -45,6 +51,13 @@ type ProxyConfig struct {
 	Repo      string
 	ServerBin string
 	ProxyBin  string
+	// Server is the server the clients and the proxies use: ServerMongotest
+	// (the default, also for "") or ServerFerretDB, the embedded FerretDB
+	// on SQLite as a process (testdata/ferretserver): a server nobody here
+	// wrote, whose cost grows with its concurrent operations. FerretDB's
+	// serverStatus has no connection count: its upstream connections are
+	// not measured.
+	Server string
 
 	// Clients are the numbers of clients of each case, each a connection
 	// of its own.
@@ -245,6 +258,17 @@ func (b *ProxyBench) progress(format string, args ...any) {
 // returns, whatever happened.
 func (b *ProxyBench) Run() (err error) {
 	began := time.Now()
+	switch b.cfg.Server {
+	case "":
+		b.cfg.Server = ServerMongotest
+	case ServerMongotest:
+	case ServerFerretDB:
+		if b.cfg.ReplSet > 0 {
+			return errors.New("the embedded FerretDB runs as a standalone only: a replica set needs the server mongotest")
+		}
+	default:
+		return fmt.Errorf("unknown server %q: %s or %s", b.cfg.Server, ServerMongotest, ServerFerretDB)
+	}
 	if b.tmp, err = os.MkdirTemp("", "proxybench"); err != nil {
 		return err
 	}
@@ -255,6 +279,7 @@ func (b *ProxyBench) Run() (err error) {
 	if b.server, err = startServerProc(b.cfg.ServerBin, b.cfg.ReplSet, b.cfg.Docs, b.cfg.OpTimeout); err != nil {
 		return err
 	}
+	b.server.name = b.cfg.Server
 	defer func() {
 		if exit := b.server.close(); exit != "exit 0" {
 			b.note("The test server stopped with %s.", exit)
@@ -321,7 +346,11 @@ func (b *ProxyBench) build() error {
 	}
 	var err error
 	if b.cfg.ServerBin == "" {
-		if b.cfg.ServerBin, err = goBuild("mongotest", filepath.Join("cmd", "mongotest")); err != nil {
+		name, dir := "mongotest", filepath.Join("cmd", "mongotest")
+		if b.cfg.Server == ServerFerretDB {
+			name, dir = "ferretserver", filepath.Join("bench", "testdata", "ferretserver")
+		}
+		if b.cfg.ServerBin, err = goBuild(name, dir); err != nil {
 			return err
 		}
 	}
@@ -723,12 +752,22 @@ type serverProc struct {
 	hosts   []string
 	replSet string
 	primary string
+	name    string // ServerMongotest or ServerFerretDB, as the report says
 
 	mu      sync.Mutex
 	status  []*wireConn // one per host
 	idle    []int       // the connections each had open before any target
 	timeout time.Duration
+	// bySockets: the server's serverStatus has no connections.current
+	// (FerretDB's), so that its connections are counted in the kernel's
+	// socket tables; uncounted: nor there (not on Linux), so that they are
+	// not measured.
+	bySockets, uncounted bool
 }
+
+// errUncounted is current's error for a server whose serverStatus has no
+// connections.current.
+var errUncounted = errors.New("the server's serverStatus has no connections.current")
 
 // startServerProc starts the test server (a replica set of replSet
 // members if above 0), waits for its primary and inserts the documents.
@@ -783,7 +822,14 @@ func startServerProc(bin string, replSet, docs int, timeout time.Duration) (*ser
 	}
 	s.idle = make([]int, len(s.hosts))
 	for i := range s.hosts {
-		if s.idle[i], err = s.current(i); err != nil {
+		s.idle[i], err = s.current(i)
+		if errors.Is(err, errUncounted) && !s.bySockets {
+			s.bySockets = true
+			if s.idle[i], err = s.current(i); err != nil {
+				s.bySockets, s.uncounted, err = false, true, nil
+			}
+		}
+		if err != nil {
 			s.close()
 			return nil, err
 		}
@@ -855,8 +901,16 @@ func (s *serverProc) insert(docs int) error {
 
 var serverStatusBody = mustMarshal(bson.D{{Key: "serverStatus", Value: 1}, {Key: "$db", Value: "admin"}})
 
-// current returns connections.current of host i's serverStatus.
+// current returns connections.current of host i's serverStatus, or the
+// connections the kernel's socket tables list for its port (bySockets).
 func (s *serverProc) current(i int) (int, error) {
+	if s.bySockets {
+		n, err := establishedOn(portOf(s.hosts[i]))
+		if err != nil {
+			return 0, fmt.Errorf("counting the connections of %s: %w", s.hosts[i], err)
+		}
+		return n, nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	reply, err := s.status[i].roundTrip(serverStatusBody, time.Now().Add(s.timeout))
@@ -868,7 +922,7 @@ func (s *serverProc) current(i int) (int, error) {
 	}
 	v, err := reply.LookupErr("connections", "current")
 	if err != nil {
-		return 0, fmt.Errorf("serverStatus of %s: no connections.current", s.hosts[i])
+		return 0, fmt.Errorf("serverStatus of %s: %w", s.hosts[i], errUncounted)
 	}
 	n, ok := v.AsInt64OK()
 	if !ok {
@@ -880,6 +934,9 @@ func (s *serverProc) current(i int) (int, error) {
 // connections returns the most connections any of the servers has open
 // above its idle count.
 func (s *serverProc) connections() (int, error) {
+	if s.uncounted {
+		return 0, errUncounted
+	}
 	most := 0
 	for i := range s.hosts {
 		c, err := s.current(i)
@@ -894,6 +951,9 @@ func (s *serverProc) connections() (int, error) {
 // waitIdle waits until the servers are back to their idle connections,
 // those of a run before having closed.
 func (s *serverProc) waitIdle(timeout time.Duration) error {
+	if s.uncounted {
+		return nil
+	}
 	deadline := time.Now().Add(timeout)
 	for {
 		c, err := s.connections()
@@ -931,9 +991,15 @@ func (s *serverProc) expand(template, listen string) string {
 
 func (s *serverProc) describe() string {
 	if s.replSet != "" {
-		return fmt.Sprintf("mongotest, a replica set of %d members (%s), the load on its primary", len(s.hosts), s.replSet)
+		return fmt.Sprintf("%s, a replica set of %d members (%s), the load on its primary", s.name, len(s.hosts), s.replSet)
 	}
-	return "mongotest, a standalone"
+	switch {
+	case s.bySockets:
+		return s.name + ", a standalone (its serverStatus counts no connections: they are counted in the kernel's socket tables)"
+	case s.uncounted:
+		return s.name + ", a standalone (its serverStatus counts no connections: the upstream connections are not measured)"
+	}
+	return s.name + ", a standalone"
 }
 
 // close stops the server and says how it ended.

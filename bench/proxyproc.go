@@ -163,3 +163,32 @@ func listeningInode(port int) string {
 	}
 	return ""
 }
+
+// countEstablished counts the lines of a /proc/net/tcp table (a header,
+// then a socket per line: "sl local_address rem_address st ...", addresses
+// as HEXIP:HEXPORT, st 01 for established) whose local port is port.
+func countEstablished(table []byte, port int) (int, error) {
+	lines := strings.Split(strings.TrimSpace(string(table)), "\n")
+	if len(lines) == 0 || !strings.Contains(lines[0], "local_address") {
+		return 0, errors.New("not a socket table: no header")
+	}
+	n := 0
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			return 0, fmt.Errorf("a line of %d fields: %q", len(f), line)
+		}
+		i := strings.LastIndexByte(f[1], ':')
+		if i < 0 {
+			return 0, fmt.Errorf("a local address without a port: %q", f[1])
+		}
+		p, err := strconv.ParseUint(f[1][i+1:], 16, 16)
+		if err != nil {
+			return 0, fmt.Errorf("a local port that is not hexadecimal: %q", f[1])
+		}
+		if int(p) == port && f[3] == "01" {
+			n++
+		}
+	}
+	return n, nil
+}

@@ -151,7 +151,7 @@ func (r *ProxyReport) checkProxy(counts []int) {
 			// What the proxy opened on its own is not known: all count.
 			add(target, fmt.Sprintf("%d at most (those open before any client not measured)", p.Upstream), max > 0 && p.Upstream <= max)
 		default:
-			add(target, "not measured (the server did not answer serverStatus)", false)
+			add(target, "not measured (the server gave no connection count)", false)
 		}
 		target = fmt.Sprintf("%d clients: throughput no worse than direct", n)
 		if okP && okD && d.opsPerSec() > 0 {

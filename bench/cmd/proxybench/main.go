@@ -42,7 +42,8 @@ func main() {
 	flag.BoolVar(&cfg.Proxy, "proxy", cfg.Proxy, "measure mongopool-proxy (built from cmd/mongopool-proxy)")
 	flag.BoolVar(&cfg.Unix, "unix", cfg.Unix, "measure mongopool-proxy on a Unix socket too, its clients connecting there (mongopool-proxy-unix: the sidecar layout)")
 	flag.StringVar(&cfg.ProxyBin, "proxy-bin", "", "a mongopool-proxy binary to run rather than build")
-	flag.StringVar(&cfg.ServerBin, "server-bin", "", "a mongotest binary to run rather than build")
+	flag.StringVar(&cfg.Server, "server", bench.ServerMongotest, "the server: "+bench.ServerMongotest+" (the test server) or "+bench.ServerFerretDB+" (the embedded FerretDB on SQLite, as a process; it counts no connections, and finds by _id cost it milliseconds: give it -docs 100 and fewer clients)")
+	flag.StringVar(&cfg.ServerBin, "server-bin", "", "a binary of the server to run rather than build (it prints its connection string first and exits at the end of its input with -exit-on-eof, as mongotest does)")
 	flag.IntVar(&cfg.MaxPoolSize, "max-pool-size", cfg.MaxPoolSize, "mongopool-proxy's -max-pool-size")
 	proxyArgs := flag.String("proxy-args", "", "more flags for mongopool-proxy, space-separated")
 	var peers []bench.Peer
