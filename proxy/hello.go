@@ -51,13 +51,23 @@ func upstreamState(d topology.Description) (st helloState, ok bool) {
 	return st, ok
 }
 
-// helloNow returns the proxy's hello state, waiting (within ctx) for a
-// data-bearing upstream server to be known when none is yet. A change from
-// the last state makes a new topologyVersion, and wakes the streaming
-// hellos.
+// helloNow returns the proxy's hello state. While no data-bearing upstream
+// server is known, it is the last state: the proxy answers for itself, as a
+// mongos does whatever its shards do, and the operations meet the
+// upstream's state (a driver whose handshake waited for the upstream would
+// take the proxy for down, its server selection timing out first). Only
+// before any state, at the start, does it wait (within ctx) for one. A
+// change from the last state makes a new topologyVersion, and wakes the
+// streaming hellos.
 func (p *Proxy) helloNow(ctx context.Context) (*helloState, error) {
 	st, ok := upstreamState(p.client.Topology().Description())
 	if !ok {
+		p.mu.Lock()
+		last := p.persona
+		p.mu.Unlock()
+		if last != nil {
+			return last, nil
+		}
 		s, err := p.client.Topology().SelectServer(ctx, func(d topology.Description, dst []topology.ServerDescription) ([]topology.ServerDescription, error) {
 			for _, sd := range d.Servers() {
 				if sd.Type.DataBearing() {

@@ -9,7 +9,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/proxy"
+	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -230,4 +232,73 @@ func TestAwaitableHelloStreams(t *testing.T) {
 			t.Fatalf("the stream's topologyVersion changed: %v", body)
 		}
 	}
+}
+
+// TestHelloAnsweredWhileTheUpstreamIsDown: once the proxy has answered a
+// hello, it answers the next ones at once, as a mongos does whatever its
+// shards do, while no upstream server is available: a driver that connects
+// then (its pool's new connection, a monitor's reconnection, another
+// application) sees the proxy, and its operations get the upstream's
+// error. Waiting for the upstream there, as before, held each such
+// driver's handshake up to QueueTimeout, past its server selection
+// timeout, so that the proxy itself looked down.
+func TestHelloAnsweredWhileTheUpstreamIsDown(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	down := make(chan struct{}, 1)
+	client, err := mongopool.NewClient(rs.URI(), mongopool.WithTopologyEventHandler(func(e topology.Event) {
+		if c, ok := e.(*topology.TopologyDescriptionChanged); ok && c.Previous.Len() > 0 && !hasDataBearing(c.New) {
+			select {
+			case down <- struct{}{}:
+			default:
+			}
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := proxy.New(client, proxy.Config{QueueTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, served := serve(t, p, proxy.Mongos)
+	defer func() {
+		p.Close()
+		<-served
+	}()
+
+	hello := mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}})
+	before := dialRaw(t, addr).roundTrip(hello)
+	checkMongosHello(t, before, false)
+
+	if err := rs.Stop(0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-down:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy's client never saw the replica set without a data-bearing member")
+	}
+	c := dialRaw(t, addr)
+	c.nc.SetDeadline(time.Now().Add(10 * time.Second)) // the old wait: an hour
+	after := c.roundTrip(hello)
+	checkMongosHello(t, after, false)
+	if a, b := after.Lookup("maxWireVersion").Int32(), before.Lookup("maxWireVersion").Int32(); a != b {
+		t.Errorf("maxWireVersion %d while the upstream is down, %d before", a, b)
+	}
+	// An operation waits for the upstream, within its maxTimeMS, and
+	// fails with a clear error.
+	reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "maxTimeMS", Value: 200}, {Key: "$db", Value: "db"}}))
+	if ok, _ := reply.Lookup("ok").AsFloat64OK(); ok != 0 {
+		t.Errorf("a find while the upstream is down: %v, want an error", reply)
+	}
+}
+
+func hasDataBearing(d topology.Description) bool {
+	for _, sd := range d.Servers() {
+		if sd.Type.DataBearing() {
+			return true
+		}
+	}
+	return false
 }
