@@ -99,6 +99,34 @@ func (cn *Conn) run(ctx context.Context, o *operation) (bson.Raw, error) {
 	return c.exchange(ctx, cn.s, cn.pc, cn.cn, o)
 }
 
+// Do calls fn with the connection, for what RunCommand cannot send (a
+// message relayed as it came, with its document sequences and flags; an
+// exhaust stream read with ReadMore): the Conn's counterpart of
+// [Client.Do]. The error fn returns goes through the SDAM rules as a
+// command's does; it is not retried. fn must leave the connection ready for
+// the next command (an exhaust stream read to its end).
+func (cn *Conn) Do(ctx context.Context, fn func(*connection.Conn) error) error {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	if cn.closed {
+		return ErrConnClosed
+	}
+	if err := cn.cn.Err(); err != nil {
+		return err // broken by an earlier error, or interrupted by a clear
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := fn(cn.cn)
+	cn.c.observe(cn.s, cn.pc, cn.cn, nil, err)
+	if err != nil {
+		if ie := cn.pc.Err(); ie != nil {
+			err = ie // interrupted by a clear: see Client.attempt
+		}
+	}
+	return err
+}
+
 // Close gives the connection back to its pool (which closes it if it broke)
 // and ends the Conn's part in the client's operations. It waits for a
 // command under way; a second Close does nothing.

@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -125,5 +126,75 @@ func TestClientConnAndShutdown(t *testing.T) {
 	}
 	if _, err := c.Conn(ctx(t)); !errors.Is(err, topology.ErrClosed) {
 		t.Errorf("Conn of a closed client: %v, want topology.ErrClosed", err)
+	}
+}
+
+// Conn.Do hands fn the Conn's own connection, every time: a cursor opened
+// by a message relayed through it is read to its end there, as a load
+// balancer's cursors must be. A network error in fn goes through SDAM (the
+// server is marked Unknown, its pool cleared) and breaks the Conn; after
+// Close, Do refuses.
+func TestClientConnDo(t *testing.T) {
+	s := server(t)
+	c := connectClient(t, s.URI())
+	ctx := ctx(t)
+	if _, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	cn, err := c.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []*connection.Conn
+	run := func(cmd bson.D) bson.Raw {
+		t.Helper()
+		var reply bson.Raw
+		err := cn.Do(ctx, func(conn *connection.Conn) error {
+			conns = append(conns, conn)
+			var err error
+			reply, err = conn.RoundTripMsg(ctx, mustRaw(t, cmd), nil)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply
+	}
+	reply := run(bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "$db", Value: "db"}})
+	id := reply.Lookup("cursor", "id").Int64()
+	for range 10 {
+		if id == 0 {
+			break
+		}
+		reply = run(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "$db", Value: "db"}})
+		id = reply.Lookup("cursor", "id").Int64()
+	}
+	if len(conns) < 3 {
+		t.Fatalf("%d commands for a cursor of 3 documents in batches of 1", len(conns))
+	}
+	for _, conn := range conns[1:] {
+		if conn != conns[0] {
+			t.Fatal("Do gave fn another connection")
+		}
+	}
+	// A network error: the connection breaks, SDAM hears of it.
+	cleared := c.Pools()[0].Stats().Generation
+	err = cn.Do(ctx, func(conn *connection.Conn) error {
+		conn.Close()
+		_, err := conn.RoundTripMsg(ctx, mustRaw(t, bson.D{{Key: "ping", Value: 1}, {Key: "$db", Value: "admin"}}), nil)
+		return err
+	})
+	if err == nil {
+		t.Fatal("a round trip on a closed connection succeeded")
+	}
+	if got := c.Pools()[0].Stats().Generation; got != cleared+1 {
+		t.Errorf("the pool was cleared %d times after a network error, want %d", got, cleared+1)
+	}
+	if err := cn.Do(ctx, func(*connection.Conn) error { t.Error("fn called on a broken connection"); return nil }); err == nil {
+		t.Error("Do on a broken connection: no error")
+	}
+	cn.Close()
+	if err := cn.Do(ctx, func(*connection.Conn) error { return nil }); !errors.Is(err, mongopool.ErrConnClosed) {
+		t.Errorf("Do after Close: %v, want ErrConnClosed", err)
 	}
 }
