@@ -80,6 +80,13 @@ type Description struct {
 	ConnectionID    int64
 	HasConnectionID bool
 
+	// LogicalSessionTimeoutMinutes is the server's session timeout, valid
+	// when HasLogicalSessionTimeout (absent: the server has no sessions).
+	// Behind a load balancer, where no monitor describes the servers, the
+	// handshake is what tells it.
+	LogicalSessionTimeoutMinutes int64
+	HasLogicalSessionTimeout     bool
+
 	// ServiceID is the serviceId of a load-balanced reply, valid when
 	// HasServiceID.
 	ServiceID    [12]byte
@@ -212,6 +219,7 @@ func Parse(reply bson.Raw, opts Options) (*Description, error) {
 		p.fail("minWireVersion %d is greater than maxWireVersion %d", d.MinWireVersion, d.MaxWireVersion)
 	}
 	d.ConnectionID, d.HasConnectionID = p.int64Field("connectionId")
+	d.LogicalSessionTimeoutMinutes, d.HasLogicalSessionTimeout = p.int64Field("logicalSessionTimeoutMinutes")
 	if v, ok := p.fields["serviceId"]; ok {
 		oid, isOID := v.ObjectIDOK()
 		if !isOID {
@@ -291,7 +299,7 @@ var fieldNames = func() map[string]string {
 		"ok", "minWireVersion", "maxWireVersion", "maxBsonObjectSize", "maxMessageSizeBytes",
 		"maxWriteBatchSize", "connectionId", "serviceId", "compression", "saslSupportedMechs",
 		"speculativeAuthenticate", "topologyVersion", "isWritablePrimary", "ismaster", "helloOk",
-		"secondary", "arbiterOnly", "hidden", "isreplicaset", "msg", "setName",
+		"secondary", "arbiterOnly", "hidden", "isreplicaset", "msg", "setName", "logicalSessionTimeoutMinutes",
 	} {
 		m[k] = k
 	}

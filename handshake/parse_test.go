@@ -71,6 +71,7 @@ func TestParseFields(t *testing.T) {
 		bson.E{Key: "maxMessageSizeBytes", Value: int64(2 << 20)},
 		bson.E{Key: "maxWriteBatchSize", Value: 1000.0},
 		bson.E{Key: "connectionId", Value: int64(1) << 40},
+		bson.E{Key: "logicalSessionTimeoutMinutes", Value: int32(30)},
 		bson.E{Key: "serviceId", Value: oid},
 		bson.E{Key: "saslSupportedMechs", Value: bson.A{"SCRAM-SHA-256", int32(7), "MONGODB-FUTURE"}},
 		bson.E{Key: "speculativeAuthenticate", Value: spec},
@@ -89,6 +90,9 @@ func TestParseFields(t *testing.T) {
 	}
 	if !d.HasConnectionID || d.ConnectionID != 1<<40 {
 		t.Errorf("connectionId = %d/%v", d.ConnectionID, d.HasConnectionID)
+	}
+	if !d.HasLogicalSessionTimeout || d.LogicalSessionTimeoutMinutes != 30 {
+		t.Errorf("logicalSessionTimeoutMinutes = %d/%v", d.LogicalSessionTimeoutMinutes, d.HasLogicalSessionTimeout)
 	}
 	if !d.HasServiceID || d.ServiceID != oid {
 		t.Errorf("serviceId = %x/%v", d.ServiceID, d.HasServiceID)
@@ -262,6 +266,7 @@ func TestParseHostile(t *testing.T) {
 		{"double wire version", okReply(t, bson.E{Key: "maxWireVersion", Value: 1e300}), "maxWireVersion"},
 		{"infinite connectionId", okReply(t, bson.E{Key: "connectionId", Value: math.Inf(1)}), "connectionId"},
 		{"bool connectionId", okReply(t, bson.E{Key: "connectionId", Value: true}), "connectionId is a boolean"},
+		{"string session timeout", okReply(t, bson.E{Key: "logicalSessionTimeoutMinutes", Value: "30"}), "logicalSessionTimeoutMinutes is a string"},
 		{"string compression", okReply(t, bson.E{Key: "compression", Value: "zlib"}), "compression: a string"},
 		{"int in compression", okReply(t, bson.E{Key: "compression", Value: bson.A{int32(1)}}), "entry 0 is a 32-bit integer"},
 		{"string mechs", okReply(t, bson.E{Key: "saslSupportedMechs", Value: "SCRAM-SHA-1"}), "saslSupportedMechs is a string"},
