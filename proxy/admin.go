@@ -232,6 +232,8 @@ func (p *Proxy) Status(listClients bool) bson.Raw {
 	pidx, pd := bsoncore.AppendDocumentElementStart(doc, "pinned")
 	pd = bsoncore.AppendInt64Element(pd, "cursors", int64(st.Cursors))
 	pd = bsoncore.AppendInt64Element(pd, "transactions", int64(st.Pins))
+	pd = bsoncore.AppendInt64Element(pd, "connections", int64(st.PinnedConns))
+	pd = bsoncore.AppendInt64Element(pd, "maxConnections", int64(p.conf().MaxPinned))
 	doc, _ = bsoncore.AppendDocumentEnd(pd, pidx)
 
 	if paused, until := p.Paused(""); paused {

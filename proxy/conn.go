@@ -63,8 +63,15 @@ type clientConn struct {
 	// transactions and cursors of the connection: when it closes, the
 	// proxy aborts the former and kills the latter, as the services behind
 	// a load balancer do (the load balancer specification).
-	lbTxns     map[string]lbTxn
-	lbCursors  map[int64]struct{}
+	lbTxns    map[string]lbTxn
+	lbCursors map[int64]struct{}
+	// holdUse, when set, is the held upstream connection the next
+	// exchange goes over (a load-balanced upstream's cursor or
+	// transaction); with holdWant, the exchange checks one out and leaves
+	// it in holdGot, for the caller to hold or give back (see holds.go).
+	holdUse    *held
+	holdWant   bool
+	holdGot    *mongopool.Conn
 	opened     time.Time
 	operations atomic.Int64
 

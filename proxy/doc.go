@@ -18,6 +18,10 @@
 //   - the commands of a transaction, in a sharded cluster, to the mongos its
 //     first command went to (the transactions specification's pinning), by
 //     lsid;
+//   - behind a load balancer (a loadBalanced=true upstream), a cursor's
+//     getMores and killCursors, and the commands of a transaction, over the
+//     upstream connection its first command went over, held for it until it
+//     ends (Config.MaxPinned of them at most);
 //   - a retryable write (one with a txnNumber, outside a transaction), a
 //     commit or abort, and a retryable read held through a primary change and
 //     retried on the new primary, with the same lsid and txnNumber, for up to

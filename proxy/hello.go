@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/topology"
 )
 
@@ -60,7 +61,11 @@ func upstreamState(d topology.Description) (st helloState, ok bool) {
 // change from the last state makes a new topologyVersion, and wakes the
 // streaming hellos.
 func (p *Proxy) helloNow(ctx context.Context) (*helloState, error) {
-	st, ok := upstreamState(p.client.Topology().Description())
+	d := p.client.Topology().Description()
+	if d.Type == topology.LoadBalanced {
+		return p.lbHelloNow(ctx)
+	}
+	st, ok := upstreamState(d)
 	if !ok {
 		p.mu.Lock()
 		last := p.persona
@@ -84,11 +89,54 @@ func (p *Proxy) helloNow(ctx context.Context) (*helloState, error) {
 			return nil, fmt.Errorf("no upstream server is available")
 		}
 	}
+	return p.publishPersona(st), nil
+}
+
+// lbRelearn is how often the hello state of a load-balanced upstream is
+// learnt again from a connection's handshake (its mongoses may be upgraded
+// behind it).
+const lbRelearn = 10 * time.Second
+
+// lbHelloNow is helloNow's for a load-balanced upstream, which no monitor
+// describes (the load balancer specification): the handshake of one of its
+// pool's connections tells the wire versions and the session timeout, at
+// most every lbRelearn; in between, and while no connection can be had, the
+// last state holds.
+func (p *Proxy) lbHelloNow(ctx context.Context) (*helloState, error) {
+	p.mu.Lock()
+	cur, learnt := p.persona, p.lbLearnt
+	p.mu.Unlock()
+	if cur != nil && time.Since(learnt) < lbRelearn {
+		return cur, nil
+	}
+	var st helloState
+	err := p.client.Do(ctx, func(conn *connection.Conn) error {
+		d := conn.Description()
+		st.minWire, st.maxWire = d.MinWireVersion, d.MaxWireVersion
+		if d.HasLogicalSessionTimeout {
+			st.sessionMins = d.LogicalSessionTimeoutMinutes
+		}
+		return nil
+	})
+	if err != nil {
+		if cur != nil {
+			return cur, nil
+		}
+		return nil, fmt.Errorf("no upstream server is available: %w", err)
+	}
+	p.mu.Lock()
+	p.lbLearnt = time.Now()
+	p.mu.Unlock()
+	return p.publishPersona(st), nil
+}
+
+// publishPersona makes st the hello state, unless it is the same.
+func (p *Proxy) publishPersona(st helloState) *helloState {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cur := p.persona
 	if cur != nil && cur.minWire == st.minWire && cur.maxWire == st.maxWire && cur.sessionMins == st.sessionMins {
-		return cur, nil
+		return cur
 	}
 	if cur != nil {
 		st.counter = cur.counter + 1
@@ -96,7 +144,7 @@ func (p *Proxy) helloNow(ctx context.Context) (*helloState, error) {
 		p.changed = make(chan struct{})
 	}
 	p.persona = &st
-	return p.persona, nil
+	return p.persona
 }
 
 // personaChanged returns a channel closed at the next change of the hello

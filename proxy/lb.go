@@ -47,9 +47,12 @@ func (cc *clientConn) trackLBTxn(req *request, server string, reply bson.Raw) {
 	}
 }
 
-// forgetCursor forgets the proxy's cursor id.
+// forgetCursor forgets the proxy's cursor id, and lets go of the upstream
+// connection it held.
 func (cc *clientConn) forgetCursor(id int64) {
-	cc.p.cursors.remove(id)
+	if c, ok := cc.p.cursors.remove(id); ok && c.hold != nil {
+		cc.p.holds.release(c.hold)
+	}
 	if cc.lbCursors != nil {
 		delete(cc.lbCursors, id)
 	}
@@ -80,24 +83,29 @@ func (cc *clientConn) releaseLB() {
 		if sharded && t.server != "" {
 			opts = append(opts, mongopool.WithServer(t.server))
 		}
-		err := cc.up.Do(ctx, func(conn *connection.Conn) error {
-			_, err := conn.RoundTrip(ctx, doc)
-			return err
-		}, opts...)
+		err := cc.doOver(ctx, p.holds.txn(cc.pinKey(t.lsid), t.txnNumber), doc, opts...)
+		p.holds.endTxn(cc.pinKey(t.lsid))
 		p.log.Debug("proxy: aborted the transaction of a closed load balancer connection", "conn", cc.id, "error", err)
 	}
-	type target struct{ server, ns string }
+	type target struct {
+		server, ns string
+		hold       *held
+	}
 	byTarget := map[target][]int64{}
 	for pid := range cc.lbCursors {
-		if c, ok := p.cursors.get(pid); ok {
-			t := target{c.server, c.ns}
+		if c, ok := p.cursors.remove(pid); ok {
+			t := target{c.server, c.ns, c.hold}
 			byTarget[t] = append(byTarget[t], c.id)
-			p.cursors.remove(pid)
 		}
 	}
 	for t, ids := range byTarget {
 		db, coll, ok := strings.Cut(t.ns, ".")
 		if !ok {
+			for range ids {
+				if t.hold != nil {
+					p.holds.release(t.hold)
+				}
+			}
 			continue
 		}
 		idx, doc := bsoncore.AppendDocumentStart(nil)
@@ -109,10 +117,25 @@ func (cc *clientConn) releaseLB() {
 		doc, _ = bsoncore.AppendArrayEnd(a, aidx)
 		doc = bsoncore.AppendStringElement(doc, "$db", db)
 		doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
-		err := cc.up.Do(ctx, func(conn *connection.Conn) error {
-			_, err := conn.RoundTrip(ctx, doc)
-			return err
-		}, mongopool.WithServer(t.server))
+		err := cc.doOver(ctx, t.hold, doc, mongopool.WithServer(t.server))
+		for range ids {
+			if t.hold != nil {
+				p.holds.release(t.hold)
+			}
+		}
 		p.log.Debug("proxy: killed the cursors of a closed load balancer connection", "conn", cc.id, "cursors", len(ids), "error", err)
 	}
+}
+
+// doOver runs cmd over the held connection h, if still held, or else over
+// any of the server opts select.
+func (cc *clientConn) doOver(ctx context.Context, h *held, cmd bson.Raw, opts ...mongopool.CommandOption) error {
+	run := func(conn *connection.Conn) error {
+		_, err := conn.RoundTrip(ctx, cmd)
+		return err
+	}
+	if h != nil && cc.p.holds.use(h) {
+		return h.conn.Do(ctx, run)
+	}
+	return cc.up.Do(ctx, run, opts...)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/pool"
-	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -82,6 +81,15 @@ type Config struct {
 	// connection for up to their maxTimeMS (16 by default). Beyond it, such
 	// a getMore is answered with an overload error, which drivers retry.
 	MaxLongPolls int
+	// MaxPinned caps the upstream connections held at once for the
+	// cursors and transactions of a load-balanced upstream (a
+	// loadBalanced=true connection string), whose getMores, killCursors
+	// and transaction commands must all go over the connection that began
+	// them (the load balancer specification): 50 by default; keep it
+	// below the upstream's maxPoolSize, so that short operations still
+	// find connections. Beyond it, a command that would hold one more is
+	// answered with an overload error, which drivers retry.
+	MaxPinned int
 	// CursorTimeout is how long a cursor the proxy maps may stay unused
 	// before the proxy forgets it (10 minutes by default: the servers'
 	// own cursorTimeoutMillis).
@@ -151,6 +159,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MaxLongPolls == 0 {
 		cfg.MaxLongPolls = 16
 	}
+	if cfg.MaxPinned == 0 {
+		cfg.MaxPinned = 50
+	}
 	if cfg.CursorTimeout == 0 {
 		cfg.CursorTimeout = 10 * time.Minute
 	}
@@ -181,6 +192,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("proxy: QueueTimeout %v is negative", cfg.QueueTimeout)
 	case cfg.MaxLongPolls < 0:
 		return cfg, fmt.Errorf("proxy: MaxLongPolls %d is negative", cfg.MaxLongPolls)
+	case cfg.MaxPinned < 0:
+		return cfg, fmt.Errorf("proxy: MaxPinned %d is negative", cfg.MaxPinned)
 	case cfg.CursorTimeout < 0:
 		return cfg, fmt.Errorf("proxy: CursorTimeout %v is negative", cfg.CursorTimeout)
 	case cfg.HandshakeTimeout < 0 || cfg.WriteTimeout < 0:
@@ -212,6 +225,7 @@ type Proxy struct {
 
 	cursors   *cursorTable
 	pins      *pinTable
+	holds     *holds                // a load-balanced upstream's connections held for cursors and transactions
 	users     atomic.Pointer[Users] // nil: no authentication
 	authFails *failTable
 
@@ -224,6 +238,7 @@ type Proxy struct {
 	stats      counters
 
 	wg      sync.WaitGroup // the listeners' and the connections' goroutines
+	bg      sync.WaitGroup // the background goroutines, that end with ctx (see holds)
 	started time.Time
 
 	mu        sync.Mutex              // protects following fields
@@ -234,18 +249,18 @@ type Proxy struct {
 	closed    bool
 	draining  bool
 	persona   *helloState   // the hello fields that come from the upstreams
+	lbLearnt  time.Time     // when a load-balanced upstream's handshake last gave persona
 	changed   chan struct{} // closed when persona changes
 }
 
 // New returns a proxy that serves clients with client's connections. The
-// proxy does not own client: close it after the proxy. A client of a load
-// balancer is refused (point the proxy at the mongoses behind it).
+// proxy does not own client: close it after the proxy. Behind a load
+// balancer (a client of a loadBalanced=true connection string), each open
+// cursor and transaction holds an upstream connection until it ends (see
+// Config.MaxPinned).
 func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 	if client == nil {
 		return nil, errors.New("proxy: New needs a client")
-	}
-	if client.Topology().Description().Type == topology.LoadBalanced {
-		return nil, errors.New("proxy: the upstream is a load balancer, whose cursors and transactions need one connection each for their lifetime: point the proxy at the mongoses behind it instead")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -258,6 +273,7 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 		serviceID: bson.NewObjectID(),
 		cursors:   newCursorTable(cfg.CursorTimeout),
 		pins:      newPinTable(),
+		holds:     newHolds(),
 		authFails: newFailTable(),
 		started:   time.Now(),
 		apps:      map[string]*appCounters{otherApps: {}},
@@ -274,9 +290,6 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 	for name, c := range cfg.Upstreams {
 		if name == "" || c == nil {
 			return nil, fmt.Errorf("proxy: Config.Upstreams needs a name and a client for each upstream")
-		}
-		if c.Topology().Description().Type == topology.LoadBalanced {
-			return nil, fmt.Errorf("proxy: the upstream %q is a load balancer: point the proxy at the mongoses behind it", name)
 		}
 	}
 	if cfg.Users != nil {
@@ -437,6 +450,10 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+	p.bg.Wait()
+	// The connections held for cursors and transactions go back to their
+	// pools, for the client's Close.
+	p.holds.expire(time.Now(), true)
 	return nil
 }
 
@@ -496,8 +513,10 @@ type Stats struct {
 	AuthFailures int64
 	// Cursors and Pins are the cursors the proxy maps now and the
 	// transactions pinned to a mongos; LongPolls the awaitData getMores
-	// in flight.
-	Cursors, Pins, LongPolls int
+	// in flight; PinnedConns the upstream connections held for the
+	// cursors and transactions of a load-balanced upstream (see
+	// Config.MaxPinned).
+	Cursors, Pins, LongPolls, PinnedConns int
 	// Latency is the distribution of the relayed operations' times, from
 	// a request read whole to its server's reply (the waits for a server
 	// and a connection, and the retries held through a failure, included):
@@ -545,6 +564,7 @@ func (p *Proxy) Stats() Stats {
 		Cursors:        p.cursors.len(),
 		Pins:           p.pins.len(),
 		LongPolls:      int(p.longPolls.Load()),
+		PinnedConns:    p.holds.len(),
 	}
 	st.BusyPolls, st.BusyPollHits = p.cfg.Load().BusyPoller.Stats()
 	st.Latency = p.latency.Histogram()

@@ -83,7 +83,11 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	p := cc.p
 	var opt mongopool.CommandOption
 	var pinKey []byte
-	sharded := cc.up.Topology().Description().Type == topology.Sharded
+	typ := cc.up.Topology().Description().Type
+	if typ == topology.LoadBalanced {
+		return cc.heldCommand(ex, req, seqs)
+	}
+	sharded := typ == topology.Sharded
 	switch {
 	case sharded && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") && req.lsid != nil:
 		// The transactions specification's mongos pinning: every command
@@ -214,11 +218,24 @@ func (cc *clientConn) getMore(ex exchangeOf, req *request, seqs []wire.Sequence)
 			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: too many awaitData getMores in flight (the most is %d); retry later", p.conf().MaxLongPolls), labelSystemOverloaded, labelRetryable))
 		}
 	}
+	if c.hold != nil && !p.holds.use(c.hold) {
+		if c.longPoll {
+			p.longPolls.Add(-1)
+		}
+		cc.forgetCursor(id)
+		p.stats.local.Add(1)
+		return cc.reply(ex, errorReply(cc.dbuf, codeCursorNotFound, fmt.Sprintf("cursor id %d not found (unused for %s, its upstream connection went back to the pool)", id, p.conf().CursorTimeout)))
+	}
 	putInt64(req.body, req.firstOff, c.id)
 	ex.longPoll = c.longPoll
+	cc.holdUse = c.hold // a load-balanced upstream's cursor: over its connection
 	reply, _, err := cc.forward(ex, req, seqs, mongopool.WithServer(c.server), retryNone)
+	cc.holdUse = nil
 	if c.longPoll {
 		p.longPolls.Add(-1) // before the reply: the client may count on it then
+	}
+	if err != nil && c.hold != nil {
+		cc.forgetCursor(id) // its connection failed, and the cursor with it
 	}
 	if ex.moreToCome {
 		return true
@@ -252,8 +269,12 @@ func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
 	type group struct {
 		real, proxy []int64
 	}
-	groups := map[string]*group{}
-	var order []string
+	type target struct {
+		server string
+		hold   *held // a load-balanced upstream's cursors: their connection's
+	}
+	groups := map[target]*group{}
+	var order []target
 	var killed, notFound, alive, unknown []int64
 	for _, v := range vals {
 		id, ok := v.Int64OK()
@@ -267,16 +288,17 @@ func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
 			notFound = append(notFound, id)
 			continue
 		}
-		g := groups[c.server]
+		t := target{c.server, c.hold}
+		g := groups[t]
 		if g == nil {
 			g = &group{}
-			groups[c.server] = g
-			order = append(order, c.server)
+			groups[t] = g
+			order = append(order, t)
 		}
 		g.real, g.proxy = append(g.real, c.id), append(g.proxy, id)
 	}
-	for _, server := range order {
-		g := groups[server]
+	for _, t := range order {
+		g := groups[t]
 		idx, doc := bsoncore.AppendDocumentStart(nil)
 		doc = bsoncore.AppendStringElement(doc, "killCursors", coll)
 		aidx, a := bsoncore.AppendArrayElementStart(doc, "cursors")
@@ -290,7 +312,15 @@ func (cc *clientConn) killCursors(ex exchangeOf, req *request) bool {
 		}
 		doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
 		sub := &request{body: doc, name: "killCursors"}
-		reply, _, err := cc.forward(exchangeOf{received: ex.received}, sub, nil, mongopool.WithServer(server), retryNone)
+		var reply bson.Raw
+		var err error
+		if t.hold == nil || p.holds.use(t.hold) {
+			cc.holdUse = t.hold
+			reply, _, err = cc.forward(exchangeOf{received: ex.received}, sub, nil, mongopool.WithServer(t.server), retryNone)
+			cc.holdUse = nil
+		} else {
+			err = mongopool.ErrConnClosed // gone back to the pool: the server's cursor is unknown
+		}
 		for i, id := range g.proxy {
 			cc.forgetCursor(id)
 			switch {
@@ -525,9 +555,33 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 		return e
 	}
 	var doErr error
-	if opt != nil {
+	switch {
+	case cc.holdUse != nil:
+		// A held connection: only its own command can be under way on
+		// it, the Conn's lock keeps the others out.
+		if !p.holds.use(cc.holdUse) {
+			doErr = mongopool.ErrConnClosed
+		} else {
+			doErr = cc.holdUse.conn.Do(qctx, fn)
+		}
+	case cc.holdWant:
+		if cc.holdGot != nil {
+			cc.holdGot.Close() // an earlier attempt's, which failed
+			cc.holdGot = nil
+		}
+		var cn *mongopool.Conn
+		if opt != nil {
+			cn, doErr = cc.up.Conn(qctx, opt)
+		} else {
+			cn, doErr = cc.up.Conn(qctx)
+		}
+		if doErr == nil {
+			cc.holdGot = cn
+			doErr = cn.Do(qctx, fn)
+		}
+	case opt != nil:
 		doErr = cc.up.Do(qctx, fn, opt)
-	} else {
+	default:
 		doErr = cc.up.Do(qctx, fn)
 	}
 	if queued {

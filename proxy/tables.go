@@ -20,6 +20,7 @@ type cursorEntry struct {
 	up       *mongopool.Client
 	owner    string // the user's "db.name"; "" without authentication
 	ns       string // "db.collection", kept for a load balancer connection's cursors only
+	hold     *held  // the connection a load-balanced upstream's cursor is on
 }
 
 // cursorShards spreads the cursor table over locks.
@@ -109,13 +110,18 @@ func (t *cursorTable) get(pid int64) (cursorEntry, bool) {
 	return cursorEntry{}, false
 }
 
-// remove forgets pid.
-func (t *cursorTable) remove(pid int64) {
+// remove forgets pid, and returns its cursor.
+func (t *cursorTable) remove(pid int64) (cursorEntry, bool) {
 	s := t.shard(pid)
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cur[pid]
+	if !ok {
+		c, ok = s.old[pid]
+	}
 	delete(s.cur, pid)
 	delete(s.old, pid)
-	s.mu.Unlock()
+	return c, ok
 }
 
 // len returns the number of cursors mapped (those about to be forgotten

@@ -80,7 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&o.cfg.QueueTimeout, "queue-timeout", 10*time.Second, "the longest an operation waits for an upstream server and connection")
 	fs.DurationVar(&o.cfg.ElectionHold, "election-hold", 15*time.Second, "how long a retryable operation is held and retried through a primary change (negative: never)")
 	fs.IntVar(&o.cfg.MaxLongPolls, "max-long-polls", 16, "the most awaitData getMores (change streams, tailable cursors) in flight at once")
-	fs.DurationVar(&o.cfg.CursorTimeout, "cursor-timeout", 10*time.Minute, "how long an unused cursor stays mapped")
+	fs.IntVar(&o.cfg.MaxPinned, "max-pinned", 50, "behind a load balancer (a loadBalanced=true upstream), the most upstream connections held at once for open cursors and transactions; keep it below -max-pool-size")
+	fs.DurationVar(&o.cfg.CursorTimeout, "cursor-timeout", 10*time.Minute, "how long an unused cursor stays mapped (and, behind a load balancer, holds its connection)")
 	fs.IntVar(&o.cfg.MaxAuthFailures, "max-auth-failures", 20, "the most failed authentications per user, client address and minute")
 	fs.StringVar(&o.compressors, "compressors", "snappy,zstd,zlib", "the compressors offered to clients, comma-separated (empty: none)")
 	fs.DurationVar(&o.busyPoll, "busy-poll", 50*time.Microsecond, "how long the proxy polls a socket for a prompt request or reply before it sleeps, while at most one upstream reply is awaited: lower latency at low load for idle CPU time (0: never; at most 1ms)")
@@ -89,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus), /dashboard/, /status (proxyStatus as JSON), /healthz and /readyz (for orchestrators and load balancers), POST /pause, /resume and /reconnect; empty: none. Keep it on loopback or a private network: it has no authentication")
 	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
-	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxAuthFailures, maxPoolSize, busyPoll, slowOp) over the flags'; reloaded on SIGHUP")
+	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxPinned, maxAuthFailures, maxPoolSize, busyPoll, slowOp) over the flags'; reloaded on SIGHUP")
 	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
 	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
@@ -261,6 +262,7 @@ type configFile struct {
 	QueueTimeout    *string `json:"queueTimeout"`
 	ElectionHold    *string `json:"electionHold"`
 	MaxLongPolls    *int    `json:"maxLongPolls"`
+	MaxPinned       *int    `json:"maxPinned"`
 	MaxAuthFailures *int    `json:"maxAuthFailures"`
 	MaxPoolSize     *int    `json:"maxPoolSize"`
 	BusyPoll        *string `json:"busyPoll"`
@@ -297,6 +299,7 @@ func applyConfigFile(path string, r *reloadable) error {
 	set(f.MaxClients, &r.cfg.MaxClientConns)
 	set(f.MaxQueued, &r.cfg.MaxQueued)
 	set(f.MaxLongPolls, &r.cfg.MaxLongPolls)
+	set(f.MaxPinned, &r.cfg.MaxPinned)
 	set(f.MaxAuthFailures, &r.cfg.MaxAuthFailures)
 	set(f.MaxPoolSize, &r.maxPoolSize)
 	if err := dur("queueTimeout", f.QueueTimeout, &r.cfg.QueueTimeout); err != nil {

@@ -22,7 +22,7 @@ var proxyDescs = struct {
 	clients, accepted, refused, appOps, appErrors, appConns, appLatency  *prometheus.Desc
 	operations, local, queued, overloaded, held, heldRecovered, maxTimed *prometheus.Desc
 	cursors, pins, longPolls, authFailures, busyPolls, busyPollHits      *prometheus.Desc
-	latency, slowOps                                                     *prometheus.Desc
+	latency, slowOps, pinnedConns                                        *prometheus.Desc
 }{
 	clients:       prometheus.NewDesc("mongopool_proxy_client_connections", "Client connections open now.", nil, nil),
 	accepted:      prometheus.NewDesc("mongopool_proxy_client_connections_accepted_total", "Client connections accepted.", nil, nil),
@@ -40,6 +40,7 @@ var proxyDescs = struct {
 	maxTimed:      prometheus.NewDesc("mongopool_proxy_max_time_expired_total", "Operations whose maxTimeMS ran out while they waited in the proxy.", nil, nil),
 	cursors:       prometheus.NewDesc("mongopool_proxy_cursors", "Cursors the proxy maps to their servers now.", nil, nil),
 	pins:          prometheus.NewDesc("mongopool_proxy_pinned_transactions", "Transactions pinned to a mongos now.", nil, nil),
+	pinnedConns:   prometheus.NewDesc("mongopool_proxy_pinned_connections", "Upstream connections held now for the open cursors and transactions of a load-balanced upstream (their getMores and commands must follow them); at -max-pinned, more are refused.", nil, nil),
 	longPolls:     prometheus.NewDesc("mongopool_proxy_long_polls", "getMores of awaitData cursors (change streams, tailable cursors) in flight now.", nil, nil),
 	authFailures:  prometheus.NewDesc("mongopool_proxy_auth_failures_total", "Failed authentications of clients (the log says who and from where, without secrets).", nil, nil),
 	busyPolls:     prometheus.NewDesc("mongopool_proxy_busy_polls_total", "Waits for a socket (a client's next request, an upstream reply) polled before sleeping, at low load.", nil, nil),
@@ -52,7 +53,7 @@ var proxyDescs = struct {
 func (c *ProxyCollector) Describe(ch chan<- *prometheus.Desc) {
 	d := proxyDescs
 	for _, desc := range []*prometheus.Desc{d.clients, d.accepted, d.refused, d.appConns, d.appOps, d.appErrors, d.appLatency,
-		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits, d.latency, d.slowOps} {
+		d.operations, d.local, d.queued, d.overloaded, d.held, d.heldRecovered, d.maxTimed, d.cursors, d.pins, d.pinnedConns, d.longPolls, d.authFailures, d.busyPolls, d.busyPollHits, d.latency, d.slowOps} {
 		ch <- desc
 	}
 }
@@ -85,6 +86,7 @@ func (c *ProxyCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.maxTimed, st.MaxTimeExpired)
 	gauge(d.cursors, float64(st.Cursors))
 	gauge(d.pins, float64(st.Pins))
+	gauge(d.pinnedConns, float64(st.PinnedConns))
 	gauge(d.longPolls, float64(st.LongPolls))
 	counter(d.authFailures, st.AuthFailures)
 	counter(d.busyPolls, st.BusyPolls)

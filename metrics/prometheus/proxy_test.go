@@ -80,6 +80,14 @@ mongopool_proxy_app_errors_total{app="billing"} 1
 	if err := testutil.CollectAndCompare(pc, strings.NewReader(want), "mongopool_proxy_app_operations_total", "mongopool_proxy_app_errors_total"); err != nil {
 		t.Fatal(err)
 	}
+	pinned := `
+# HELP mongopool_proxy_pinned_connections Upstream connections held now for the open cursors and transactions of a load-balanced upstream (their getMores and commands must follow them); at -max-pinned, more are refused.
+# TYPE mongopool_proxy_pinned_connections gauge
+mongopool_proxy_pinned_connections 0
+`
+	if err := testutil.CollectAndCompare(pc, strings.NewReader(pinned), "mongopool_proxy_pinned_connections"); err != nil {
+		t.Fatal(err)
+	}
 	// The application's operations' time: one sample each.
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(pc)
