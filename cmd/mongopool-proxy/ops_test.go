@@ -528,3 +528,58 @@ func TestBusyPollConfig(t *testing.T) {
 		t.Errorf("after a refused reload: budget %dµs, want 1000 still", budget)
 	}
 }
+
+// The daemon in front of a load balancer: -upstream with loadBalanced=true
+// is taken, and -max-pinned bounds the connections its cursors hold: a
+// second cursor beyond it is refused with the retryable overload error
+// that names the flag, and the first one's end makes room.
+func TestLoadBalancedUpstreamDaemon(t *testing.T) {
+	s, err := mongotest.Start(mongotest.WithLoadBalanced(bson.NewObjectID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	direct, err := mongo.Connect(options.Client().ApplyURI(s.URI() + "?loadBalanced=true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Disconnect(ctx)
+	if _, err := direct.Database("db").Collection("c").InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}, bson.D{{Key: "_id", Value: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "-upstream", s.URI()+"?loadBalanced=true", "-listen", "127.0.0.1:0", "-max-pinned", "1")
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + d.addr + "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(ctx)
+	db := c.Database("db")
+	find := bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}}
+	first, err := db.RunCommand(ctx, find).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.RunCommand(ctx, find).Err()
+	if err == nil || !strings.Contains(err.Error(), "max-pinned") {
+		t.Fatalf("a second cursor with -max-pinned 1: %v, want the overload error naming the flag", err)
+	}
+	id := first.Lookup("cursor", "id").Int64()
+	n := 1
+	for id != 0 {
+		reply, err := db.RunCommand(ctx, bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "batchSize", Value: 1}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = reply.Lookup("cursor", "id").Int64()
+		docs, _ := reply.Lookup("cursor", "nextBatch").Array().Values()
+		n += len(docs)
+	}
+	if n != 3 {
+		t.Fatalf("%d documents through the held connection, want 3", n)
+	}
+	if err := db.RunCommand(ctx, find).Err(); err != nil {
+		t.Fatalf("a cursor once the first ended: %v", err)
+	}
+}
