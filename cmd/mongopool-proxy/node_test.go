@@ -17,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongopool/mongopool/internal/nodejs"
+	"github.com/mongopool/mongopool/mongotest"
 )
 
 // nodeTimeout bounds the Node.js tests: a quarter of a minute or so when
@@ -37,7 +40,8 @@ var nodePackages = filepath.Join("..", "mongotest", "nodetest")
 // whose upstream connections are compressed with snappy) and a sharded
 // cluster of two mongoses and two shards (proxy D); proxy E, in front of
 // the replica set too, authenticates its clients (-users: SCRAM users and
-// an X.509 one) over TLS; proxy F listens on a Unix socket. The tests get their URIs, the control endpoints'
+// an X.509 one) over TLS; proxy F listens on a Unix socket; proxy G is in
+// front of a load balancer (a mongos behind one, loadBalanced=true). The tests get their URIs, the control endpoints'
 // URLs, the users' passwords and the TLS files from the environment.
 //
 // Without Node.js 20.19 or later, or without the npm packages, it is
@@ -80,6 +84,14 @@ func TestNode(t *testing.T) {
 	f, _, _ := startCommandLogging(t, &prefixWriter{prefix: "proxy F: ", w: &logs}, "-upstream", rs.uri, "-shutdown-timeout", "5s", "-listen", sock)
 	// Proxy E authenticates its clients, over TLS only.
 	authn := startAuthProxy(t, rs.uri, &prefixWriter{prefix: "proxy E: ", w: &logs})
+	// Proxy G is in front of a load balancer's mongos (a test server in
+	// this process), its upstream URI with loadBalanced=true.
+	lbs, err := mongotest.Start(mongotest.WithLoadBalanced(bson.NewObjectID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lbs.Close() })
+	g, _ := proxy("G", lbs.URI()+"?loadBalanced=true", "-listen")
 
 	ctx, cancel := context.WithTimeout(t.Context(), nodeTimeout)
 	defer cancel()
@@ -96,6 +108,7 @@ func TestNode(t *testing.T) {
 		"PROXY_LB_URI=mongodb://"+aLB[0]+"/?loadBalanced=true",
 		"PROXY_SNAPPY_URI=mongodb://"+c[0]+"/",
 		"PROXY_SHARDED_URI=mongodb://"+d[0]+"/",
+		"PROXY_LBUP_URI=mongodb://"+g[0]+"/",
 		"PROXY_UNIX_URI=mongodb://"+url.PathEscape(f[0])+"/",
 		"MONGOTEST_CONTROL="+rs.control,
 		"MONGOTEST_SHARDED_CONTROL="+sc.control,

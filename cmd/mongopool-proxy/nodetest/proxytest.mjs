@@ -13,6 +13,7 @@
 //   PROXY_LB_URI              proxy A's load balancer listener (loadBalanced=true)
 //   PROXY_SNAPPY_URI          proxy C, whose upstream URI has compressors=snappy
 //   PROXY_SHARDED_URI         proxy D, in front of a sharded cluster (-mongos 2 -shards 2)
+//   PROXY_LBUP_URI            proxy G, in front of a load balancer (a mongos behind one)
 //   MONGOTEST_CONTROL         the replica set's control endpoint
 //   MONGOTEST_SHARDED_CONTROL the sharded cluster's control endpoint
 //   PROXY_AUTH_URI            proxy E, in front of the replica set, which authenticates its
