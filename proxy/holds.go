@@ -289,16 +289,7 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 		cc.trackLBTxn(req, "", reply)
 	}
 	if cursor {
-		longPoll := req.tailable && req.await || req.name == "aggregate" && req.pipelineHas("$changeStream", true)
-		c := cursorEntry{server: server, id: getInt64(reply, off), longPoll: longPoll, up: cc.up, owner: cc.identity, hold: h}
-		if cc.lbTracking() {
-			c.ns, _ = reply.Lookup("cursor", "ns").StringValueOK()
-		}
-		pid := p.cursors.add(c)
-		putInt64(reply, off, pid)
-		if c.ns != "" {
-			cc.lbCursors[pid] = struct{}{}
-		}
+		cc.mapCursor(req, reply, off, server, h)
 	}
 	return cc.reply(ex, cc.relay(reply))
 }

@@ -138,21 +138,26 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	if cc.lbTracking() && req.lsid != nil && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") {
 		cc.trackLBTxn(req, server, reply)
 	}
-	if off := cursorIDOffset(reply); off != 0 {
-		if id := getInt64(reply, off); id != 0 {
-			longPoll := req.tailable && req.await || req.name == "aggregate" && req.pipelineHas("$changeStream", true)
-			c := cursorEntry{server: server, id: id, longPoll: longPoll, up: cc.up, owner: cc.identity}
-			if cc.lbTracking() {
-				c.ns, _ = reply.Lookup("cursor", "ns").StringValueOK()
-			}
-			pid := p.cursors.add(c)
-			putInt64(reply, off, pid)
-			if c.ns != "" {
-				cc.lbCursors[pid] = struct{}{}
-			}
-		}
+	if off := cursorIDOffset(reply); off != 0 && getInt64(reply, off) != 0 {
+		cc.mapCursor(req, reply, off, server, nil)
 	}
 	return cc.reply(ex, cc.relay(reply))
+}
+
+// mapCursor maps the cursor a reply opened (its id at off) to a new id of
+// the proxy's, which it writes in its place: server's cursor, held on h if
+// not nil.
+func (cc *clientConn) mapCursor(req *request, reply bson.Raw, off int, server string, h *held) {
+	longPoll := req.tailable && req.await || req.name == "aggregate" && req.pipelineHas("$changeStream", true)
+	c := cursorEntry{server: server, id: getInt64(reply, off), longPoll: longPoll, up: cc.up, owner: cc.identity, hold: h}
+	if cc.lbTracking() {
+		c.ns, _ = reply.Lookup("cursor", "ns").StringValueOK()
+	}
+	pid := cc.p.cursors.add(c)
+	putInt64(reply, off, pid)
+	if c.ns != "" {
+		cc.lbCursors[pid] = struct{}{}
+	}
 }
 
 // pinKey is the key of a session's pin: its lsid, and the user's identity
