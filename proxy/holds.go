@@ -41,9 +41,10 @@ type txnHold struct {
 type holds struct {
 	reaper sync.Once // starts the goroutine that expires held connections
 
-	mu   sync.Mutex // protects following fields
-	set  map[*held]struct{}
-	txns map[string]txnHold // by pin key (see clientConn.pinKey)
+	mu      sync.Mutex // protects following fields
+	set     map[*held]struct{}
+	txns    map[string]txnHold // by pin key (see clientConn.pinKey)
+	pending int                // reserved by commands under way that may hold one
 }
 
 // startReaper starts, at the first connection held, the goroutine that
@@ -78,10 +79,33 @@ func (hs *holds) len() int {
 	return len(hs.set)
 }
 
-// add holds conn for one holder, until lifetime passes unused.
+// reserve reserves a place for a connection a command under way may hold,
+// and reports whether there was one below limit (held and reserved). The
+// command then either adds its connection or unreserves.
+func (hs *holds) reserve(limit int) bool {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if len(hs.set)+hs.pending >= limit {
+		return false
+	}
+	hs.pending++
+	return true
+}
+
+// unreserve gives back a place reserve gave, for a command that holds
+// nothing after all.
+func (hs *holds) unreserve() {
+	hs.mu.Lock()
+	hs.pending--
+	hs.mu.Unlock()
+}
+
+// add holds conn for one holder, until lifetime passes unused, in the
+// place reserve gave.
 func (hs *holds) add(conn *mongopool.Conn, lifetime time.Duration) *held {
 	h := &held{conn: conn, refs: 1, used: time.Now(), lifetime: lifetime}
 	hs.mu.Lock()
+	hs.pending--
 	hs.set[h] = struct{}{}
 	hs.mu.Unlock()
 	return h
@@ -227,28 +251,35 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 	if !txn && opensCursor(req) {
 		cc.holdWant = true
 	}
-	if cc.holdWant {
-		if max := p.conf().MaxPinned; p.holds.len() >= max {
+	reserved := cc.holdWant
+	if reserved {
+		if limit := p.conf().MaxPinned; !p.holds.reserve(limit) {
 			cc.holdWant = false
 			p.stats.local.Add(1)
 			p.stats.overloaded.Add(1)
-			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: %d upstream connections are held for open cursors and transactions, the most (-max-pinned); close cursors, or retry later", max), labelSystemOverloaded, labelRetryable))
+			return cc.reply(ex, errorReply(cc.dbuf, codeOverloaded, fmt.Sprintf("proxy: %d upstream connections are held for open cursors and transactions, the most (-max-pinned); close cursors, or retry later", limit), labelSystemOverloaded, labelRetryable))
 		}
 	}
 	used := cc.holdUse
 	reply, server, err := cc.forward(ex, req, seqs, nil, retryKindOf(req))
 	got := cc.holdGot
 	cc.holdUse, cc.holdWant, cc.holdGot = nil, false, nil
-	if ex.moreToCome {
+	// giveBack returns a connection checked out for a hold that is not
+	// kept, and its reservation.
+	giveBack := func() {
 		if got != nil {
 			got.Close()
 		}
+		if reserved {
+			p.holds.unreserve()
+		}
+	}
+	if ex.moreToCome {
+		giveBack()
 		return true
 	}
 	if err != nil {
-		if got != nil {
-			got.Close()
-		}
+		giveBack()
 		if txn {
 			p.holds.endTxn(key) // its connection failed: the driver retries the whole transaction
 		}
@@ -261,7 +292,7 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 	case got != nil:
 		keepTxn := txn && replyCode(reply) == 0 && !hasLabel(reply, labelTransientTxn)
 		if !keepTxn && !cursor {
-			got.Close()
+			giveBack()
 			break
 		}
 		lifetime := p.conf().CursorTimeout
@@ -276,6 +307,8 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 			}
 			p.holds.putTxn(key, req.txnNumber, h)
 		}
+	case reserved:
+		p.holds.unreserve() // no connection came: nothing to hold
 	case used != nil && cursor && p.holds.ref(used):
 		h = used // a cursor of the transaction, on its connection
 	}

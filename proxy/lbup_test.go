@@ -305,8 +305,24 @@ func TestLoadBalancedUpstreamMaxPinned(t *testing.T) {
 	if err := db.RunCommand(ctx, bson.D{{Key: "killCursors", Value: "c"}, {Key: "cursors", Value: bson.A{id}}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.RunCommand(ctx, find).Err(); err != nil {
-		t.Fatalf("a cursor after the first was killed: %v", err)
+	// Eight at once, with room for one: one holds, the others are
+	// refused (the limit is reserved before the command goes, not
+	// checked before and counted after).
+	var wg sync.WaitGroup
+	ids := make(chan int64, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if reply, err := db.RunCommand(ctx, find).Raw(); err == nil {
+				ids <- reply.Lookup("cursor", "id").Int64()
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	if len(ids) != 1 {
+		t.Fatalf("%d of eight cursors opened at once with MaxPinned 1, want 1", len(ids))
 	}
 	if n := p.Stats().PinnedConns; n != 1 {
 		t.Errorf("%d upstream connections held, want 1", n)
