@@ -214,10 +214,12 @@ func (hs *holds) expire(now time.Time, all bool) {
 }
 
 // opensCursor reports whether req may leave a cursor open on its server:
-// its getMores would then have to follow it over its connection.
+// its getMores would then have to follow it over its connection. These are
+// the commands whose replies carry a cursor (the find, getMore and
+// killCursors specification's and the index and collection listings).
 func opensCursor(req *request) bool {
 	switch req.name {
-	case "find", "aggregate", "listCollections", "listIndexes":
+	case "find", "aggregate", "listCollections", "listIndexes", "listSearchIndexes":
 	default:
 		return false
 	}
