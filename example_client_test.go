@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/connection"
 	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/topology"
 )
@@ -89,6 +90,52 @@ func ExampleClient_Conn() {
 	}
 	fmt.Println("one connection:", ids[0] == ids[1])
 	// Output: one connection: true
+}
+
+// Conn.Do relays a message as it came (a proxy's request, with its
+// document sequences) over the one connection the Conn holds: a cursor's
+// getMores follow its find there, as behind a load balancer they must.
+func ExampleConn_Do() {
+	srv, err := mongotest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := mongopool.Connect(ctx, srv.URI())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(ctx, "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "_id", Value: 2}}}}}); err != nil {
+		panic(err)
+	}
+
+	conn, err := c.Conn(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	relay := func(cmd bson.D) bson.Raw {
+		body, err := bson.Marshal(cmd)
+		if err != nil {
+			panic(err)
+		}
+		var reply bson.Raw
+		if err := conn.Do(ctx, func(cn *connection.Conn) error {
+			reply, err = cn.RoundTripMsg(ctx, body, nil)
+			return err
+		}); err != nil {
+			panic(err)
+		}
+		return reply
+	}
+	reply := relay(bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "$db", Value: "db"}})
+	id := reply.Lookup("cursor", "id").Int64()
+	reply = relay(bson.D{{Key: "getMore", Value: id}, {Key: "collection", Value: "c"}, {Key: "$db", Value: "db"}})
+	fmt.Println("the getMore's document:", reply.Lookup("cursor", "nextBatch").Array().Index(0).Document().Lookup("_id").Int32())
+	// Output: the getMore's document: 2
 }
 
 // A write some of whose statements fail: Write returns a *WriteErrors that
