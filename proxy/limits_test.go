@@ -310,7 +310,7 @@ func TestReconfigure(t *testing.T) {
 	if reply := dialRaw(t, addr).roundTrip(hello); reply.Lookup("code").Int32() != 462 {
 		t.Fatalf("a second connection after lowering MaxClientConns to 1: %v", reply)
 	}
-	for _, bad := range []proxy.Config{{MaxQueued: -1}, {Compressors: []string{"zlib"}}, {CursorTimeout: time.Second}} {
+	for _, bad := range []proxy.Config{{MaxQueued: -1}, {MaxPinned: -1}, {Compressors: []string{"zlib"}}, {CursorTimeout: time.Second}} {
 		if err := p.Reconfigure(bad); err == nil {
 			t.Errorf("Reconfigure(%+v) accepted", bad)
 		}
