@@ -384,3 +384,36 @@ func TestLoadBalancedUpstreamHeldConnsGoBack(t *testing.T) {
 		t.Errorf("after Close, %d of the client's connections are in use, want 0", st.InUse)
 	}
 }
+
+// TestLoadBalancedUpstreamCommitRetriedElsewhere: a commit whose held
+// connection breaks under it (the mongos closes it) is held and retried,
+// once, over another connection, where the mongos finds the transaction
+// by its session: the client sees the commit succeed, and the proxy does
+// not retry it on the broken connection until ElectionHold runs out.
+func TestLoadBalancedUpstreamCommitRetriedElsewhere(t *testing.T) {
+	lb, servers := startLoadBalanced(t, 1)
+	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	ctx := testContext(t)
+	c := driverClient(t, "mongodb://"+addr+"/")
+	coll := c.Database("db").Collection("commit")
+	sess, err := c.StartSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.EndSession(ctx)
+	if err := servers[0].SetFailPoint(mongotest.FailPoint{Commands: []string{"commitTransaction"}, Times: 1, CloseConnection: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.WithTransaction(ctx, func(tctx context.Context) (any, error) {
+		_, err := coll.InsertOne(tctx, bson.D{{Key: "_id", Value: 1}})
+		return nil, err
+	}); err != nil {
+		t.Fatalf("the transaction: %v", err)
+	}
+	if st := p.Stats(); st.Held != 1 || st.HeldRecovered != 1 || st.PinnedConns != 0 {
+		t.Errorf("%d held retries, %d recovered, %d connections held; want the commit retried once, elsewhere, and nothing held", st.Held, st.HeldRecovered, st.PinnedConns)
+	}
+	if n, err := coll.CountDocuments(ctx, bson.D{}); err != nil || n != 1 {
+		t.Errorf("%d documents after the commit (%v), want 1", n, err)
+	}
+}

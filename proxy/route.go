@@ -569,6 +569,12 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 		} else {
 			doErr = cc.holdUse.conn.Do(qctx, fn)
 		}
+		if doErr != nil {
+			// A retry (a commit's, an abort's) goes over another
+			// connection: this one failed, and any mongos recovers a
+			// transaction's outcome.
+			cc.holdUse = nil
+		}
 	case cc.holdWant:
 		if cc.holdGot != nil {
 			cc.holdGot.Close() // an earlier attempt's, which failed
