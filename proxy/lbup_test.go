@@ -417,3 +417,54 @@ func TestLoadBalancedUpstreamCommitRetriedElsewhere(t *testing.T) {
 		t.Errorf("%d documents after the commit (%v), want 1", n, err)
 	}
 }
+
+// TestLoadBalancedBothSides: a loadBalanced=true client of the proxy's
+// load balancer listener, in front of a load-balanced upstream, leaves a
+// cursor and a transaction open and its connection closes: the proxy kills
+// the one and aborts the other over their held connections (a load
+// balancer's services must, its clients never sending those commands
+// elsewhere), and the connections go back.
+func TestLoadBalancedBothSides(t *testing.T) {
+	lb, servers := startLoadBalanced(t, 1)
+	seedBackends(t, servers, 10)
+	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.LoadBalancer, proxy.Config{})
+	ctx := testContext(t)
+	c := dialRaw(t, addr)
+	if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "loadBalanced", Value: true}, {Key: "$db", Value: "admin"}})); reply.Lookup("serviceId").Type == 0 {
+		t.Fatalf("the load balancer listener's hello: %v, want a serviceId", reply)
+	}
+	if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "$db", Value: "db"}})); reply.Lookup("cursor", "id").Int64() == 0 {
+		t.Fatalf("find: %v, want a cursor left open", reply)
+	}
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
+	insert := bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true},
+		{Key: "autocommit", Value: false}, {Key: "$db", Value: "db"}}
+	if reply := c.roundTrip(mustMarshal(t, insert)); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("the transaction's insert: %v", reply)
+	}
+	if n := p.Stats().PinnedConns; n != 2 {
+		t.Fatalf("%d upstream connections held with a cursor and a transaction open, want 2", n)
+	}
+	c.nc.Close() // gone, without a killCursors or an abortTransaction
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().PinnedConns != 0 || p.Stats().Cursors != 0 {
+		if time.Now().After(deadline) {
+			st := p.Stats()
+			t.Fatalf("%d upstream connections still held, %d cursors mapped, after the client left", st.PinnedConns, st.Cursors)
+		}
+		time.Sleep(5 * time.Millisecond) // the connection's goroutine ends on its own
+	}
+	// The transaction was aborted: a commit of it fails, and nothing
+	// of it was stored.
+	direct := driverClient(t, servers[0].URI()+"?loadBalanced=true")
+	commit := bson.D{{Key: "commitTransaction", Value: 1}, {Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "autocommit", Value: false}}
+	var se mongo.ServerError
+	if err := direct.Database("admin").RunCommand(ctx, commit).Err(); !errors.As(err, &se) || !se.HasErrorCode(251) {
+		t.Errorf("a commit of the abandoned transaction: %v, want NoSuchTransaction (251)", err)
+	}
+	n, err := direct.Database("db").Collection("t").CountDocuments(ctx, bson.D{})
+	if err != nil || n != 0 {
+		t.Errorf("%d documents of the abandoned transaction (%v), want 0", n, err)
+	}
+}
