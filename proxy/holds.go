@@ -318,7 +318,7 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 		p.holds.endTxn(key)
 	}
 	if req.name == "endSessions" {
-		cc.endHeldSessions(req)
+		cc.unpinSessions(req)
 	}
 	if cc.lbTracking() && txn {
 		cc.trackLBTxn(req, "", reply)
@@ -327,19 +327,4 @@ func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Seque
 		cc.mapCursor(req, reply, off, server, h)
 	}
 	return cc.reply(ex, cc.relay(reply))
-}
-
-// endHeldSessions lets go of the connections held for the transactions of
-// the sessions an endSessions ends.
-func (cc *clientConn) endHeldSessions(req *request) {
-	arr, ok := req.body.Lookup("endSessions").ArrayOK()
-	if !ok {
-		return
-	}
-	vals, _ := arr.Values()
-	for _, v := range vals {
-		if d, ok := v.DocumentOK(); ok {
-			cc.p.holds.endTxn(cc.pinKey(d))
-		}
-	}
 }

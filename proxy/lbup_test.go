@@ -468,3 +468,27 @@ func TestLoadBalancedBothSides(t *testing.T) {
 		t.Errorf("%d documents of the abandoned transaction (%v), want 0", n, err)
 	}
 }
+
+// TestLoadBalancedUpstreamEndSessions: endSessions lets go of the
+// connection its session's open transaction held.
+func TestLoadBalancedUpstreamEndSessions(t *testing.T) {
+	lb, _ := startLoadBalanced(t, 1)
+	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	c := dialRaw(t, addr)
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
+	insert := bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true},
+		{Key: "autocommit", Value: false}, {Key: "$db", Value: "db"}}
+	if reply := c.roundTrip(mustMarshal(t, insert)); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("the transaction's insert: %v", reply)
+	}
+	if n := p.Stats().PinnedConns; n != 1 {
+		t.Fatalf("%d upstream connections held by an open transaction, want 1", n)
+	}
+	if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "endSessions", Value: bson.A{lsid}}, {Key: "$db", Value: "admin"}})); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("endSessions: %v", reply)
+	}
+	if n := p.Stats().PinnedConns; n != 0 {
+		t.Errorf("%d upstream connections held after the session's end, want 0", n)
+	}
+}

@@ -169,7 +169,8 @@ func (cc *clientConn) pinKey(lsid []byte) []byte {
 	return append(append([]byte(cc.identity), 0), lsid...)
 }
 
-// unpinSessions forgets the pins of the sessions an endSessions ends.
+// unpinSessions forgets the pins of the sessions an endSessions ends, and
+// lets go of the connections their transactions held.
 func (cc *clientConn) unpinSessions(req *request) {
 	v, err := req.body.LookupErr("endSessions")
 	if err != nil {
@@ -183,6 +184,7 @@ func (cc *clientConn) unpinSessions(req *request) {
 	for _, v := range vals {
 		if d, ok := v.DocumentOK(); ok {
 			cc.p.pins.remove(cc.pinKey(d))
+			cc.p.holds.endTxn(cc.pinKey(d))
 			if cc.lbTxns != nil {
 				delete(cc.lbTxns, string(d))
 			}
