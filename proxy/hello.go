@@ -99,16 +99,41 @@ const lbRelearn = 10 * time.Second
 
 // lbHelloNow is helloNow's for a load-balanced upstream, which no monitor
 // describes (the load balancer specification): the handshake of one of its
-// pool's connections tells the wire versions and the session timeout, at
-// most every lbRelearn; in between, and while no connection can be had, the
-// last state holds.
+// pool's connections tells the wire versions and the session timeout. The
+// first hello waits (within ctx) for one; after it, the state is learnt
+// again at most every lbRelearn, in the background, while the hellos get
+// the last state at once: a hello never waits for a connection that the
+// operations hold.
 func (p *Proxy) lbHelloNow(ctx context.Context) (*helloState, error) {
 	p.mu.Lock()
 	cur, learnt := p.persona, p.lbLearnt
 	p.mu.Unlock()
-	if cur != nil && time.Since(learnt) < lbRelearn {
-		return cur, nil
+	if cur == nil {
+		if err := p.lbLearn(ctx); err != nil {
+			return nil, fmt.Errorf("no upstream server is available: %w", err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.persona, nil
 	}
+	if time.Since(learnt) >= lbRelearn && p.lbLearning.CompareAndSwap(false, true) {
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			defer p.lbLearning.Store(false)
+			ctx, cancel := context.WithTimeout(p.ctx, p.conf().QueueTimeout)
+			defer cancel()
+			if err := p.lbLearn(ctx); err != nil {
+				p.log.Debug("proxy: the load balancer's hello state was not learnt again; the last one holds", "error", err)
+			}
+		}()
+	}
+	return cur, nil
+}
+
+// lbLearn learns the hello state from a connection's handshake, and
+// publishes it.
+func (p *Proxy) lbLearn(ctx context.Context) error {
 	var st helloState
 	err := p.client.Do(ctx, func(conn *connection.Conn) error {
 		d := conn.Description()
@@ -119,15 +144,13 @@ func (p *Proxy) lbHelloNow(ctx context.Context) (*helloState, error) {
 		return nil
 	})
 	if err != nil {
-		if cur != nil {
-			return cur, nil
-		}
-		return nil, fmt.Errorf("no upstream server is available: %w", err)
+		return err
 	}
 	p.mu.Lock()
 	p.lbLearnt = time.Now()
 	p.mu.Unlock()
-	return p.publishPersona(st), nil
+	p.publishPersona(st)
+	return nil
 }
 
 // publishPersona makes st the hello state, unless it is the same.

@@ -186,3 +186,52 @@ func TestParsePersona(t *testing.T) {
 		t.Error("ParsePersona(router) accepted")
 	}
 }
+
+// TestLBHelloDoesNotWaitForAConnection: behind a load balancer, once the
+// hello state is known, a hello whose state is due to be learnt again gets
+// the last one at once, while the operations hold every connection of the
+// pool (here its only one): the learning waits in the background, and ends
+// with the proxy.
+func TestLBHelloDoesNotWaitForAConnection(t *testing.T) {
+	s, err := mongotest.Start(mongotest.WithLoadBalanced(bson.NewObjectID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	client, err := mongopool.NewClient(s.URI() + "?loadBalanced=true&maxPoolSize=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	p, err := New(client, Config{QueueTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	first, err := p.helloNow(ctx)
+	if err != nil || first.maxWire == 0 {
+		t.Fatalf("the first hello state: %+v, %v", first, err)
+	}
+	held, err := client.Conn(ctx) // the pool's only connection, in use
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.lbLearnt = time.Now().Add(-2 * lbRelearn) // due to be learnt again
+	p.mu.Unlock()
+	done := make(chan *helloState, 1)
+	go func() {
+		st, _ := p.helloNow(ctx)
+		done <- st
+	}()
+	select {
+	case st := <-done:
+		if st != first {
+			t.Errorf("the hello state while relearning: %+v, want the last one %+v", st, first)
+		}
+	case <-time.After(10 * time.Second): // before, it waited for the connection: QueueTimeout, an hour
+		t.Fatal("a hello waited for the connection the operations hold")
+	}
+	held.Close() // the background learning gets it now
+}

@@ -233,6 +233,7 @@ type Proxy struct {
 	queued     atomic.Int64  // operations waiting for a server or connection
 	paused     atomic.Int32  // upstreams paused: 0 spares the hot path a look
 	longPolls  atomic.Int64  // awaitData getMores in flight
+	lbLearning atomic.Bool   // a load-balanced upstream's hello state being learnt again
 	latency    pool.Recorder // of the operations relayed (see Stats.Latency)
 	slowLog    slowLog
 	stats      counters
