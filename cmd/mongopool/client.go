@@ -87,6 +87,11 @@ func runClient(ctx, running context.Context, start time.Time, c config, cs *conn
 	out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds (readPreference %s), %.0f%% inserts into %s.%s",
 		c.goroutines, c.duration, where, 100*c.findRatio, readPrefName(cs), 100*(1-c.findRatio), db, collection))
 	printWarnings(out, client.Warnings())
+	// The pools' events come on goroutines of their own: the PoolCreated
+	// whose options this line shows may not have come yet.
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	client.Flush(fctx)
+	fcancel()
 	out.println("pools: " + monitor.options() + " (one per server)")
 
 	w := &workload{client: client, db: db, goroutines: c.goroutines, findRatio: c.findRatio}

@@ -396,6 +396,11 @@ func run(ctx context.Context, c config, stdout, errOut io.Writer) int {
 	o.out.println(fmt.Sprintf("mongopool: %d goroutines for %v against %s: %.0f%% finds, %.0f%% inserts into %s.%s",
 		c.goroutines, c.duration, where, 100*c.findRatio, 100*(1-c.findRatio), db, collection))
 	printWarnings(o.out, mp.Warnings())
+	// The pool's events come on a goroutine of their own: the PoolCreated
+	// whose options this line shows may not have come yet.
+	fctx, fcancel := context.WithTimeout(ctx, 5*time.Second)
+	mp.Flush(fctx)
+	fcancel()
 	o.out.println("pool: " + monitor.options())
 
 	w := &workload{pool: mp, db: db, goroutines: c.goroutines, findRatio: c.findRatio}
