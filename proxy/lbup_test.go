@@ -111,6 +111,24 @@ func (rr *roundRobin) close() {
 	rr.wg.Wait()
 }
 
+// lbURI is the connection string of the load balancer at addr.
+func lbURI(addr string) string { return "mongodb://" + addr + "/?loadBalanced=true" }
+
+// startTxn starts a transaction over c, by hand: an insert of {_id: 1} into
+// db.t with a session of its own, txnNumber 1. It returns the session's
+// lsid.
+func startTxn(t *testing.T, c *rawConn) bson.D {
+	t.Helper()
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
+	insert := bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true},
+		{Key: "autocommit", Value: false}, {Key: "$db", Value: "db"}}
+	if reply := c.roundTrip(mustMarshal(t, insert)); reply.Lookup("ok").Double() != 1 {
+		t.Fatalf("the transaction's insert: %v", reply)
+	}
+	return lsid
+}
+
 // seedBackends inserts into each server of a load-balanced deployment
 // docs documents {_id: i, b: the server's index}, straight: each has its
 // own data, so that a document tells which server sent it.
@@ -138,7 +156,7 @@ func seedBackends(t *testing.T, servers []*mongotest.Server, docs int) {
 func TestLoadBalancedUpstreamHoldsCursors(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 2)
 	seedBackends(t, servers, 10)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	p, addr := startProxy(t, lbURI(lb), proxy.Mongos, proxy.Config{})
 	ctx := testContext(t)
 	coll := driverClient(t, "mongodb://"+addr+"/").Database("db").Collection("c")
 
@@ -217,7 +235,7 @@ func TestLoadBalancedUpstreamHoldsCursors(t *testing.T) {
 func TestLoadBalancedUpstreamHoldsTransactions(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 2)
 	seedBackends(t, servers, 10)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	p, addr := startProxy(t, lbURI(lb), proxy.Mongos, proxy.Config{})
 	ctx := testContext(t)
 	c := driverClient(t, "mongodb://"+addr+"/")
 	coll := c.Database("db").Collection("t")
@@ -284,7 +302,7 @@ func TestLoadBalancedUpstreamHoldsTransactions(t *testing.T) {
 func TestLoadBalancedUpstreamMaxPinned(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 1)
 	seedBackends(t, servers, 10)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{MaxPinned: 1})
+	p, addr := startProxy(t, lbURI(lb), proxy.Mongos, proxy.Config{MaxPinned: 1})
 	ctx := testContext(t)
 	db := driverClient(t, "mongodb://"+addr+"/").Database("db")
 	find := bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}}
@@ -340,7 +358,7 @@ func TestLoadBalancedUpstreamMaxPinned(t *testing.T) {
 func TestLoadBalancedUpstreamHeldConnsGoBack(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 1)
 	seedBackends(t, servers, 10)
-	client, err := mongopool.NewClient("mongodb://" + lb + "/?loadBalanced=true")
+	client, err := mongopool.NewClient(lbURI(lb))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,7 +410,7 @@ func TestLoadBalancedUpstreamHeldConnsGoBack(t *testing.T) {
 // not retry it on the broken connection until ElectionHold runs out.
 func TestLoadBalancedUpstreamCommitRetriedElsewhere(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 1)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	p, addr := startProxy(t, lbURI(lb), proxy.Mongos, proxy.Config{})
 	ctx := testContext(t)
 	c := driverClient(t, "mongodb://"+addr+"/")
 	coll := c.Database("db").Collection("commit")
@@ -427,7 +445,7 @@ func TestLoadBalancedUpstreamCommitRetriedElsewhere(t *testing.T) {
 func TestLoadBalancedBothSides(t *testing.T) {
 	lb, servers := startLoadBalanced(t, 1)
 	seedBackends(t, servers, 10)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.LoadBalancer, proxy.Config{})
+	p, addr := startProxy(t, lbURI(lb), proxy.LoadBalancer, proxy.Config{})
 	ctx := testContext(t)
 	c := dialRaw(t, addr)
 	if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "loadBalanced", Value: true}, {Key: "$db", Value: "admin"}})); reply.Lookup("serviceId").Type == 0 {
@@ -436,13 +454,7 @@ func TestLoadBalancedBothSides(t *testing.T) {
 	if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 1}, {Key: "$db", Value: "db"}})); reply.Lookup("cursor", "id").Int64() == 0 {
 		t.Fatalf("find: %v, want a cursor left open", reply)
 	}
-	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
-	insert := bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
-		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true},
-		{Key: "autocommit", Value: false}, {Key: "$db", Value: "db"}}
-	if reply := c.roundTrip(mustMarshal(t, insert)); reply.Lookup("ok").Double() != 1 {
-		t.Fatalf("the transaction's insert: %v", reply)
-	}
+	lsid := startTxn(t, c)
 	if n := p.Stats().PinnedConns; n != 2 {
 		t.Fatalf("%d upstream connections held with a cursor and a transaction open, want 2", n)
 	}
@@ -473,15 +485,9 @@ func TestLoadBalancedBothSides(t *testing.T) {
 // connection its session's open transaction held.
 func TestLoadBalancedUpstreamEndSessions(t *testing.T) {
 	lb, _ := startLoadBalanced(t, 1)
-	p, addr := startProxy(t, "mongodb://"+lb+"/?loadBalanced=true", proxy.Mongos, proxy.Config{})
+	p, addr := startProxy(t, lbURI(lb), proxy.Mongos, proxy.Config{})
 	c := dialRaw(t, addr)
-	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}
-	insert := bson.D{{Key: "insert", Value: "t"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}},
-		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "startTransaction", Value: true},
-		{Key: "autocommit", Value: false}, {Key: "$db", Value: "db"}}
-	if reply := c.roundTrip(mustMarshal(t, insert)); reply.Lookup("ok").Double() != 1 {
-		t.Fatalf("the transaction's insert: %v", reply)
-	}
+	lsid := startTxn(t, c)
 	if n := p.Stats().PinnedConns; n != 1 {
 		t.Fatalf("%d upstream connections held by an open transaction, want 1", n)
 	}
