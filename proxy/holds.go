@@ -232,7 +232,7 @@ func opensCursor(req *request) bool {
 // over a connection held for it if it does, the others over any.
 func (cc *clientConn) heldCommand(ex exchangeOf, req *request, seqs []wire.Sequence) bool {
 	p := cc.p
-	txn := req.lsid != nil && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction")
+	txn := req.inTxn()
 	var key []byte
 	if req.lsid != nil {
 		key = cc.pinKey(req.lsid)

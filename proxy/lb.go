@@ -99,32 +99,33 @@ func (cc *clientConn) releaseLB() {
 		}
 	}
 	for t, ids := range byTarget {
-		db, coll, ok := strings.Cut(t.ns, ".")
-		if !ok {
+		cc.killLBCursors(ctx, t.server, t.ns, t.hold, ids)
+		if t.hold != nil {
 			for range ids {
-				if t.hold != nil {
-					p.holds.release(t.hold)
-				}
-			}
-			continue
-		}
-		idx, doc := bsoncore.AppendDocumentStart(nil)
-		doc = bsoncore.AppendStringElement(doc, "killCursors", coll)
-		aidx, a := bsoncore.AppendArrayElementStart(doc, "cursors")
-		for i, id := range ids {
-			a = bsoncore.AppendInt64Element(a, arrayKey(i), id)
-		}
-		doc, _ = bsoncore.AppendArrayEnd(a, aidx)
-		doc = bsoncore.AppendStringElement(doc, "$db", db)
-		doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
-		err := cc.doOver(ctx, t.hold, doc, mongopool.WithServer(t.server))
-		for range ids {
-			if t.hold != nil {
-				p.holds.release(t.hold)
+				p.holds.release(t.hold) // each cursor's hold on it
 			}
 		}
-		p.log.Debug("proxy: killed the cursors of a closed load balancer connection", "conn", cc.id, "cursors", len(ids), "error", err)
 	}
+}
+
+// killLBCursors kills the cursors ids of namespace ns on server, over the
+// connection h they are held on, if any: best effort, within ctx.
+func (cc *clientConn) killLBCursors(ctx context.Context, server, ns string, h *held, ids []int64) {
+	db, coll, ok := strings.Cut(ns, ".")
+	if !ok {
+		return
+	}
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	doc = bsoncore.AppendStringElement(doc, "killCursors", coll)
+	aidx, a := bsoncore.AppendArrayElementStart(doc, "cursors")
+	for i, id := range ids {
+		a = bsoncore.AppendInt64Element(a, arrayKey(i), id)
+	}
+	doc, _ = bsoncore.AppendArrayEnd(a, aidx)
+	doc = bsoncore.AppendStringElement(doc, "$db", db)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	err := cc.doOver(ctx, h, doc, mongopool.WithServer(server))
+	cc.p.log.Debug("proxy: killed the cursors of a closed load balancer connection", "conn", cc.id, "cursors", len(ids), "error", err)
 }
 
 // doOver runs cmd over the held connection h, if still held, or else over

@@ -467,6 +467,10 @@ func TestLoadBalancedBothSides(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // the connection's goroutine ends on its own
 	}
+	// The cursor was killed on its server.
+	if n := servers[0].Stats().Commands["killCursors"]; n != 1 {
+		t.Errorf("the server got %d killCursors, want 1, for the cursor the client left", n)
+	}
 	// The transaction was aborted: a commit of it fails, and nothing
 	// of it was stored.
 	direct := driverClient(t, servers[0].URI()+"?loadBalanced=true")

@@ -141,6 +141,13 @@ func (r *request) setMaxTime(ms int64) {
 }
 
 // pipelineHas reports whether the aggregate's pipeline has a stage named
+// inTxn reports whether r is a command of a multi-document transaction:
+// one with autocommit: false, or the transaction's commit or abort, with
+// its session.
+func (r *request) inTxn() bool {
+	return r.lsid != nil && (r.autocommit || r.name == "commitTransaction" || r.name == "abortTransaction")
+}
+
 // stage (first keys of its documents), only the first stage when first.
 func (r *request) pipelineHas(stage string, firstOnly bool) bool {
 	rest := r.pipeline

@@ -89,7 +89,7 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	}
 	sharded := typ == topology.Sharded
 	switch {
-	case sharded && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") && req.lsid != nil:
+	case sharded && req.inTxn():
 		// The transactions specification's mongos pinning: every command
 		// of a transaction to the mongos of its first.
 		pinKey = cc.pinKey(req.lsid)
@@ -135,7 +135,7 @@ func (cc *clientConn) command(ex exchangeOf, req *request, seqs []wire.Sequence)
 	if req.name == "endSessions" {
 		cc.unpinSessions(req)
 	}
-	if cc.lbTracking() && req.lsid != nil && (req.autocommit || req.name == "commitTransaction" || req.name == "abortTransaction") {
+	if cc.lbTracking() && req.inTxn() {
 		cc.trackLBTxn(req, server, reply)
 	}
 	if off := cursorIDOffset(reply); off != 0 && getInt64(reply, off) != 0 {
