@@ -164,6 +164,23 @@ func (s *PolledSocket) Wait() { s.wait(0) }
 // enter and exit: its own reply does not count.
 func (s *PolledSocket) waitReply() { s.wait(1) }
 
+// mayPoll reports whether a wait would poll now, were others replies
+// awaited: false is sure while the machine is busy, and a true may turn
+// false by the wait.
+func (s *PolledSocket) mayPoll(others int32) bool {
+	if s == nil {
+		return false
+	}
+	p := s.p
+	return p.budget.Load() > 0 && p.active.Load() <= others && !p.spinning.Load() &&
+		time.Now().UnixNano()-p.crowded.Load() >= int64(quietTime)
+}
+
+// WouldPoll reports whether Wait would poll now: a caller with a write to
+// make before the wait need make it only then. False is sure while the
+// machine is busy; a true may turn false by the wait.
+func (s *PolledSocket) WouldPoll() bool { return s.mayPoll(0) }
+
 // wait is Wait while others awaited replies, the caller's own excluded.
 func (s *PolledSocket) wait(others int32) {
 	if s == nil {

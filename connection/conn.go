@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/sockio"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -21,7 +22,8 @@ import (
 // to interrupt a command in progress.
 type Conn struct {
 	nc            net.Conn
-	br            *bufio.Reader // reads nc: a reply's header and body in one read when it fits
+	br            *bufio.Reader // reads sock: a reply's header and body in one read when it fits
+	sock          *sockio.Conn  // nc, writing a kept request as the reply's read begins
 	address       string
 	desc          *handshake.Description
 	compressor    wire.CompressorID // negotiated; 0 (noop) for none
@@ -259,6 +261,18 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence,
 	// cursors, change streams): it is neither polled for nor counted as
 	// a reply that is awaited, lest one open change stream stop polling.
 	c.longPoll = c.poller != nil && isGetMore(cmd)
+	if c.sock.Fused() && flags&wire.MoreToCome == 0 && c.br.Buffered() == 0 && !(!c.longPoll && c.pollSock.mayPoll(0)) {
+		// The request goes out as the read of its reply begins, which
+		// then waits for the reply instead of trying the socket first,
+		// a system call saved (see sockio). A server sends nothing
+		// unasked, so the socket holds nothing before the reply. A reply
+		// that may be polled for is not: the poll comes between the
+		// write and the read.
+		if err := c.sock.Defer(msg); err != nil {
+			return nil, c.ioError(ctx, "sending the command", err)
+		}
+		return c.receive(ctx, deadline, has, requestID, flags&wire.ExhaustAllowed != 0)
+	}
 	if err := wire.WriteMessage(c.nc, msg); err != nil {
 		return nil, c.ioError(ctx, "sending the command", err)
 	}
@@ -304,12 +318,16 @@ func (c *Conn) receive(ctx context.Context, deadline time.Time, has bool, respon
 	if c.poller != nil && !c.longPoll {
 		c.poller.enter()
 		defer c.poller.exit()
-		if c.br.Buffered() == 0 {
+		if c.br.Buffered() == 0 && !c.sock.Pending() {
 			c.pollSock.waitReply()
 		}
 	}
 	raw, err := wire.ReadMessage(c.br, c.maxMessage)
 	if err != nil {
+		var we *sockio.WriteError
+		if errors.As(err, &we) {
+			return nil, c.ioError(ctx, "sending the command", we.Err)
+		}
 		return nil, c.ioError(ctx, "reading the reply", err)
 	}
 	var reply wire.Msg

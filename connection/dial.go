@@ -14,6 +14,7 @@ import (
 
 	"github.com/mongopool/mongopool/auth"
 	"github.com/mongopool/mongopool/handshake"
+	"github.com/mongopool/mongopool/internal/sockio"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -95,7 +96,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 	}
 	c := &Conn{
 		nc:            nc,
-		br:            bufio.NewReaderSize(nc, readBufferSize),
+		sock:          sockio.New(nc),
 		address:       cfg.Address,
 		socketTimeout: cfg.SocketTimeout,
 		zlibLevel:     cfg.ZlibLevel,
@@ -107,6 +108,7 @@ func Dial(ctx context.Context, cfg *Config, hooks Hooks) (*Conn, error) {
 		// The hello reply may use any compressor the hello offered.
 		accept: compressorIDs(hs.Compressors),
 	}
+	c.br = bufio.NewReaderSize(c.sock, readBufferSize)
 	c.interruptFn = c.interrupt
 	c.pollSock = c.poller.Socket(nc)
 	ok := false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -404,5 +405,75 @@ func TestOversizedMessageRefused(t *testing.T) {
 	}
 	if r := s.last(); r.op != wire.OpCompressed {
 		t.Errorf("the server received %+v, want an OP_COMPRESSED", r)
+	}
+}
+
+// TestUnaskedBytesBeforeAReply: a server that sends a message nobody asked
+// for, between two replies, breaks the connection with a protocol error at
+// the next round trip, whether the message comes with the reply before or
+// in a write of its own once the client has that reply.
+func TestUnaskedBytesBeforeAReply(t *testing.T) {
+	for _, apart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "with the reply", true: "after it"}[apart], func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			replied, unasked := make(chan struct{}), make(chan struct{})
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				nc, err := l.Accept()
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				nc.SetDeadline(time.Now().Add(10 * time.Second))
+				for n := 0; ; n++ {
+					msg, err := wire.ReadMessage(nc, 0)
+					if err != nil {
+						return
+					}
+					h, _ := wire.ParseHeader(msg)
+					out := opMsg(t, h.RequestID, okBody)
+					switch {
+					case n == 0:
+						out = opMsg(t, h.RequestID, helloReply())
+					case n == 1 && !apart:
+						out = append(out, opMsg(t, 12345, okBody)...)
+					}
+					if _, err := nc.Write(out); err != nil {
+						return
+					}
+					if n == 1 && apart {
+						<-replied
+						// On loopback the bytes are in the client's
+						// socket once the write returns.
+						nc.Write(opMsg(t, 12345, okBody))
+						close(unasked)
+					}
+				}
+			}()
+			c, err := dialWith(t, &connection.Config{Address: l.Addr().String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := c.RoundTrip(ctx, ping); err != nil {
+				t.Fatal(err)
+			}
+			if apart {
+				close(replied)
+				<-unasked
+			}
+			_, err = c.RoundTrip(ctx, ping)
+			if !errors.Is(err, wire.ErrProtocol) || !strings.Contains(err.Error(), "answers request 12345") {
+				t.Fatalf("err = %v, want a protocol error naming the unasked reply", err)
+			}
+			c.Close()
+			<-done
+		})
 	}
 }
