@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/connection"
+	"github.com/mongopool/mongopool/internal/sockio"
 	"github.com/mongopool/mongopool/wire"
 )
 
@@ -40,11 +42,22 @@ type clientConn struct {
 	id      int64
 	persona Persona
 	br      *bufio.Reader
-	hdr     [wire.HeaderSize]byte // a request's header, as it is read
-	rbuf    []byte                // the request, reused
-	wbuf    []byte                // the reply's message, reused
-	cbuf    []byte                // a compressed reply, reused
-	dbuf    []byte                // a reply document the proxy builds, reused
+	// sock is nc as br reads it: the reply a request ends with is kept,
+	// and written as the read of the next request begins (see sockio).
+	// That read then waits for bytes that come after the reply, which a
+	// client that waits for its replies sends. One that sends ahead
+	// (pipelines) may have sent its next request already: that read
+	// would wait for more. So it is bounded, by fusedBy, and then reads
+	// as usual (see boundKeptReply).
+	sock       *sockio.Conn
+	deferReply bool                  // the request under way's reply may be kept
+	fusedBy    time.Time             // the read deadline bounding the wait after a kept reply; zero when none is set
+	pipelines  bool                  // the client sent ahead: its replies are written at once
+	hdr        [wire.HeaderSize]byte // a request's header, as it is read
+	rbuf       []byte                // the request, reused
+	wbuf       []byte                // the reply's message, reused
+	cbuf       []byte                // a compressed reply, reused
+	dbuf       []byte                // a reply document the proxy builds, reused
 
 	refuse       bool // beyond MaxClientConns: answer the first command with an error, then close
 	handshaken   bool
@@ -118,10 +131,11 @@ func newClientConn(p *Proxy, nc net.Conn, persona Persona) *clientConn {
 		nc:      nc,
 		id:      p.nextConnID.Add(1),
 		persona: persona,
-		br:      bufio.NewReaderSize(nc, readBufferSize),
+		sock:    sockio.New(nc),
 		opened:  time.Now(),
 		drainCh: make(chan struct{}),
 	}
+	cc.br = bufio.NewReaderSize(cc.sock, readBufferSize)
 	cc.ctx, cc.cancel = context.WithCancel(p.ctx)
 	cc.upCtx = context.WithoutCancel(cc.ctx)
 	if !p.authRequired() {
@@ -200,6 +214,7 @@ func (cc *clientConn) draining() bool {
 func (cc *clientConn) serve() {
 	defer cc.cancel()
 	defer cc.nc.Close()
+	defer cc.sock.Flush() // a reply kept, before the connection closes
 	defer func() {
 		// A bug in serving one client must not take every other down
 		// with the process: it ends this connection, loudly.
@@ -226,7 +241,17 @@ func (cc *clientConn) serve() {
 			if cc.polledBy != bp { // the first poll, or a Reconfigure gave another
 				cc.polledBy, cc.polled = bp, bp.Socket(cc.nc)
 			}
-			cc.polled.Wait()
+			if cc.polled.WouldPoll() {
+				// The poll waits for the next request: the reply goes
+				// first.
+				if cc.sock.Flush() != nil {
+					return
+				}
+				cc.polled.Wait()
+			}
+		}
+		if cc.sock.Pending() {
+			cc.boundKeptReply()
 		}
 		msg, err := cc.readMessage()
 		if bp != nil {
@@ -244,7 +269,15 @@ func (cc *clientConn) serve() {
 			first = false
 			cc.nc.SetReadDeadline(time.Time{})
 		}
-		if !cc.handle(msg) {
+		if cc.br.Buffered() > 0 && !cc.pipelines {
+			// The next request came with this one: the client sends
+			// ahead of its replies.
+			cc.sendsAhead()
+		}
+		cc.deferReply = !cc.pipelines
+		ok := cc.handle(msg)
+		cc.deferReply = false
+		if !ok {
 			return
 		}
 		if bp != nil {
@@ -257,17 +290,78 @@ func (cc *clientConn) serve() {
 	}
 }
 
+// keptReplyWait bounds how long the read that wrote a kept reply waits for
+// bytes that come after it, before it reads as usual: the longest a request
+// its client sent ahead of the reply waits (once: that client's replies are
+// then written at once).
+const keptReplyWait = 50 * time.Millisecond
+
+// boundKeptReply bounds the read about to write a kept reply by
+// keptReplyWait, or writes the reply now when the connection drains (its
+// read has its own bound). The deadline moves only once half of it is gone,
+// not at every request (each move is the runtime's timer work).
+func (cc *clientConn) boundKeptReply() {
+	if cc.draining() {
+		cc.sock.Flush() // an error comes again at the read
+		return
+	}
+	now := time.Now()
+	if cc.fusedBy.Sub(now) < keptReplyWait/2 {
+		cc.fusedBy = now.Add(keptReplyWait)
+		cc.nc.SetReadDeadline(cc.fusedBy)
+	}
+}
+
+// unboundKeptReply clears the bound boundKeptReply set, if any, and tells
+// whether there was one. The drain's bound is set again after the clear:
+// drain sets it after closing drainCh, so one of the two sets it last.
+func (cc *clientConn) unboundKeptReply() bool {
+	if cc.fusedBy.IsZero() {
+		return false
+	}
+	cc.fusedBy = time.Time{}
+	cc.nc.SetReadDeadline(time.Time{})
+	if cc.draining() {
+		cc.nc.SetReadDeadline(time.Now().Add(drainGrace))
+	}
+	return true
+}
+
+// readFull is io.ReadFull on br, past the bound of kept replies' reads: one
+// that reaches it clears it and reads on. When bytes were waiting then,
+// the client sent them before its reply came, and its wait saw them not:
+// it pipelines, and its replies are written at once from now on.
+func (cc *clientConn) readFull(p []byte) (int, error) {
+	n, err := io.ReadFull(cc.br, p)
+	for err != nil && errors.Is(err, os.ErrDeadlineExceeded) && cc.unboundKeptReply() {
+		if !cc.pipelines && cc.sock.Readable() {
+			cc.sendsAhead()
+		}
+		var m int
+		m, err = io.ReadFull(cc.br, p[n:])
+		n += m
+	}
+	return n, err
+}
+
+// sendsAhead marks the client as one that sends requests ahead of its
+// replies: they are written at once from now on.
+func (cc *clientConn) sendsAhead() {
+	cc.pipelines = true
+	cc.p.stats.sendingAhead.Add(1)
+}
+
 // readMessage reads one message whole into cc.rbuf. The declared length is
 // checked before anything is allocated, and the buffer grows only as bytes
 // arrive, so a client that claims a large message and sends little costs
 // little.
 func (cc *clientConn) readMessage() ([]byte, error) {
 	hdr := cc.hdr[:]
-	if _, err := io.ReadFull(cc.br, hdr[:1]); err != nil {
+	if _, err := cc.readFull(hdr[:1]); err != nil {
 		return nil, err
 	}
 	cc.busy.Store(true)
-	if _, err := io.ReadFull(cc.br, hdr[1:]); err != nil {
+	if _, err := cc.readFull(hdr[1:]); err != nil {
 		return nil, fmt.Errorf("reading a message header: %w", err)
 	}
 	length := int32(binary.LittleEndian.Uint32(hdr[:]))
@@ -281,7 +375,7 @@ func (cc *clientConn) readMessage() ([]byte, error) {
 			copy(grown, buf)
 			buf = grown
 		}
-		n, err := io.ReadFull(cc.br, buf[len(buf):min(cap(buf), int(length))])
+		n, err := cc.readFull(buf[len(buf):min(cap(buf), int(length))])
 		buf = buf[:len(buf)+n]
 		if err != nil {
 			return nil, fmt.Errorf("a message was cut after %d of its %d bytes: %w", len(buf), length, err)
@@ -432,6 +526,10 @@ func (cc *clientConn) writeDeadline() {
 
 // writeMsg writes body in an OP_MSG with flags, and returns its requestID.
 func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (int32, bool) {
+	// A reply kept is in wbuf or cbuf: it goes before they are reused.
+	if cc.sock.Flush() != nil {
+		return 0, false
+	}
 	requestID := wire.NextRequestID()
 	out, err := wire.AppendMsg(cc.wbuf[:0], requestID, ex.responseTo, &wire.Msg{Flags: flags, Body: body})
 	if err != nil {
@@ -446,7 +544,14 @@ func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (i
 		}
 	}
 	cc.writeDeadline()
-	_, err = cc.nc.Write(out)
+	if cc.deferReply && flags == 0 {
+		// The request's one reply: the read of the next request writes
+		// it (a reply with moreToCome has more after it, and waits).
+		cc.deferReply = false
+		err = cc.sock.Defer(out)
+	} else {
+		_, err = cc.nc.Write(out)
+	}
 	if cap(cc.wbuf) > keepBuffer {
 		cc.wbuf = nil
 	}
@@ -514,6 +619,8 @@ func (cc *clientConn) hello(ex exchangeOf, body bson.Raw, legacy, opQuery bool) 
 	// the client hangs up. The client sends nothing meanwhile: a read
 	// that returns is its hang-up (or a breach of the protocol), which
 	// ends the stream at once rather than at the next reply.
+	// Its reads have no bound: it waits as long as the client stays.
+	cc.unboundKeptReply()
 	gone := make(chan struct{})
 	go func() {
 		var b [1]byte
@@ -635,6 +742,9 @@ func parseOpQuery(msg []byte) (ns string, cmd bson.Raw, ok bool) {
 
 // writeReply writes doc in an OP_REPLY answering responseTo.
 func (cc *clientConn) writeReply(responseTo int32, flags int32, doc bson.Raw) bool {
+	if cc.sock.Flush() != nil {
+		return false
+	}
 	out := cc.wbuf[:0]
 	out = wire.AppendHeader(out, wire.Header{MessageLength: int32(wire.HeaderSize + 20 + len(doc)), RequestID: wire.NextRequestID(), ResponseTo: responseTo, OpCode: opReply})
 	out = binary.LittleEndian.AppendUint32(out, uint32(flags))

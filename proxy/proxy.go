@@ -543,6 +543,7 @@ type counters struct {
 	held, heldRecovered         atomic.Int64
 	slowOperations              atomic.Int64
 	authFailures                atomic.Int64
+	sendingAhead                atomic.Int64 // connections found pipelining (see clientConn.pipelines)
 }
 
 // Stats returns the proxy's counters now.

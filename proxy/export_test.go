@@ -1,0 +1,5 @@
+package proxy
+
+// SendingAhead returns how many client connections were found sending
+// requests ahead of their replies.
+func (p *Proxy) SendingAhead() int64 { return p.stats.sendingAhead.Load() }
