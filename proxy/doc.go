@@ -36,6 +36,14 @@
 // with the SystemOverloadedError and RetryableError labels, on which current
 // drivers back off and retry.
 //
+// A reply is written from within the read of the client's next request, and
+// an upstream request from within the read of its reply: each read then
+// waits for bytes that come after the write instead of finding the socket
+// empty first, two system calls saved per operation. A client that sends a
+// request before it has the reply to the one before (it pipelines) waits
+// once, up to 50ms, for that request to be read; its replies are then
+// written at once.
+//
 // With Config.Users, clients authenticate to the proxy as they would to
 // mongod (SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509 over a TLS listener),
 // against stored SCRAM keys, never a password; each user's operations go
