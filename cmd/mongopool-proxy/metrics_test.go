@@ -89,8 +89,17 @@ func TestMetricsLint(t *testing.T) {
 	} else if n, _ := strconv.Atoi(m[1]); n < 7 {
 		t.Errorf("mongopool_proxy_operation_duration_seconds_count = %d, want 7 or more", n)
 	}
-	// The upstream pools: one per member of the test replica set.
-	if n := len(regexp.MustCompile(`(?m)^mongopool_max_connections\{[^}]*pool="upstream"`).FindAllString(text, -1)); n != 3 {
-		t.Errorf("%d upstream pools' mongopool_max_connections, want 3:\n%s", n, text)
+	// The upstream pools: one per member of the test replica set, each
+	// made once its monitor has found the member a secondary or the
+	// primary, which the operations above need not wait for (the
+	// primary's alone).
+	upstream := regexp.MustCompile(`(?m)^mongopool_max_connections\{[^}]*pool="upstream"`)
+	deadline := time.Now().Add(10 * time.Second)
+	for n := len(upstream.FindAllString(text, -1)); n != 3; n = len(upstream.FindAllString(text, -1)) {
+		if n > 3 || time.Now().After(deadline) {
+			t.Fatalf("%d upstream pools' mongopool_max_connections (after 10s), want 3:\n%s", n, text)
+		}
+		time.Sleep(10 * time.Millisecond)
+		text = httpGet(t, "http://"+admin+"/metrics")
 	}
 }
