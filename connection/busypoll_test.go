@@ -8,33 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/internal/testpki"
 )
-
-// pair returns both ends of a loopback TCP connection.
-func socketPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = <-accepted
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
 
 func skipIfUnsupported(t *testing.T) {
 	if !pollSupported || runtime.GOMAXPROCS(0) < 2 || runtime.NumCPU() < 2 {
@@ -88,7 +64,7 @@ func awaitDone(t *testing.T, done <-chan struct{}, why string) {
 
 func TestWaitSeesBytesAndLeavesThem(t *testing.T) {
 	skipIfUnsupported(t)
-	a, b := socketPair(t)
+	a, b := testkit.TCPPair(t)
 	p := longPoller()
 	done := startWait(t, p, func() { p.Socket(a).Wait() })
 	select {
@@ -118,7 +94,7 @@ func seesBytes(t *testing.T, p *BusyPoller, done <-chan struct{}, w io.Writer, r
 
 func TestWaitSeesTheEndOfTheStream(t *testing.T) {
 	skipIfUnsupported(t)
-	a, b := socketPair(t)
+	a, b := testkit.TCPPair(t)
 	p := longPoller()
 	done := startWait(t, p, func() { p.Socket(a).Wait() })
 	b.Close()
@@ -130,7 +106,7 @@ func TestWaitSeesTheEndOfTheStream(t *testing.T) {
 
 func TestWaitGivesUpAtTheBudget(t *testing.T) {
 	skipIfUnsupported(t)
-	a, _ := socketPair(t)
+	a, _ := testkit.TCPPair(t)
 	p := NewBusyPoller(time.Millisecond)
 	done := make(chan struct{})
 	go func() {
@@ -153,7 +129,7 @@ func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
 		{"waitReply", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a, _ := socketPair(t)
+			a, _ := testkit.TCPPair(t)
 			p := longPoller()
 			done := startWait(t, p, func() {
 				if c.own {
@@ -172,7 +148,7 @@ func TestWaitStopsWhenAReplyIsAwaited(t *testing.T) {
 
 func TestWaitDoesNotPoll(t *testing.T) {
 	skipIfUnsupported(t)
-	a, _ := socketPair(t)
+	a, _ := testkit.TCPPair(t)
 	pa, pb := net.Pipe()
 	defer pa.Close()
 	defer pb.Close()
@@ -216,8 +192,8 @@ func TestWaitDoesNotPoll(t *testing.T) {
 
 func TestOnePollerAtATime(t *testing.T) {
 	skipIfUnsupported(t)
-	a, b := socketPair(t)
-	c, _ := socketPair(t)
+	a, b := testkit.TCPPair(t)
+	c, _ := testkit.TCPPair(t)
 	p := longPoller()
 	done := startWait(t, p, func() { p.Socket(a).Wait() })
 	p.Socket(c).Wait() // returns at once: a's wait polls
@@ -230,7 +206,7 @@ func TestOnePollerAtATime(t *testing.T) {
 
 func TestSetBudget(t *testing.T) {
 	skipIfUnsupported(t)
-	a, _ := socketPair(t)
+	a, _ := testkit.TCPPair(t)
 	p := NewBusyPoller(MaxBusyPoll)
 	p.SetBudget(-1)
 	p.Socket(a).Wait()
@@ -241,7 +217,7 @@ func TestSetBudget(t *testing.T) {
 
 func TestWaitPollsATLSConnectionsSocket(t *testing.T) {
 	skipIfUnsupported(t)
-	a, b := socketPair(t)
+	a, b := testkit.TCPPair(t)
 	pki := testpki.New(t)
 	client := tls.Client(a, &tls.Config{RootCAs: pki.CAPool, ServerName: "127.0.0.1"})
 	server := tls.Server(b, pki.ServerTLS())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mongopool/mongopool/internal/sockio"
+	"github.com/mongopool/mongopool/internal/testkit"
 )
 
 // echoPeer accepts one connection on loopback and, for each request of n
@@ -20,13 +21,10 @@ import (
 // returns the client's end.
 func echoPeer(t *testing.T, n int) net.Conn {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+	nc, peer := testkit.TCPPair(t)
 	done := make(chan struct{})
 	t.Cleanup(func() {
+		nc.Close()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -35,27 +33,18 @@ func echoPeer(t *testing.T, n int) net.Conn {
 	})
 	go func() {
 		defer close(done)
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
 		buf := make([]byte, n)
 		for {
-			if _, err := io.ReadFull(c, buf); err != nil {
+			if _, err := io.ReadFull(peer, buf); err != nil {
 				return
 			}
-			if _, err := c.Write(buf); err != nil {
+			if _, err := peer.Write(buf); err != nil {
 				return
 			}
 		}
 	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
 	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	peer.SetDeadline(time.Now().Add(20 * time.Second))
 	return nc
 }
 
@@ -198,22 +187,7 @@ func TestDeferredRequestWrittenPastTheReadDeadline(t *testing.T) {
 
 // Close from another goroutine ends a read waiting for the answer.
 func TestCloseEndsTheWait(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c // it reads nothing and never answers
-	}()
-	nc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := <-accepted
-	defer peer.Close()
+	nc, peer := testkit.TCPPair(t) // the peer reads nothing and never answers
 	c := sockio.New(nc)
 	c.Defer([]byte("ping"))
 	ended := make(chan error, 1)

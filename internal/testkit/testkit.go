@@ -1,6 +1,6 @@
 // Package testkit holds helpers that the tests of several packages share:
 // measuring what a function allocates, a context whose deadline passes at a
-// chosen point, and hello replies of any size. It is for tests only: no
+// chosen point, hello replies of any size, and loopback socket pairs. It is for tests only: no
 // package of the library imports it outside its _test.go files.
 package testkit
 
@@ -8,9 +8,11 @@ import (
 	"context"
 	"encoding/binary"
 	"math"
+	"net"
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -90,4 +92,31 @@ func HugeArrayHello(key string, n int, entry func(i int) string) bson.Raw {
 // next.
 func element(dst []byte, t bson.Type, key string) []byte {
 	return append(append(append(dst, byte(t)), key...), 0)
+}
+
+// TCPPair returns both ends of a loopback TCP connection, closed when the
+// test ends.
+func TCPPair(t testing.TB) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server = <-accepted
+	if server == nil {
+		client.Close()
+		t.Fatal("the loopback listener accepted nothing")
+	}
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
 }
