@@ -293,8 +293,11 @@ func (cc *clientConn) serve() {
 // keptReplyWait bounds how long the read that wrote a kept reply waits for
 // bytes that come after it, before it reads as usual: the longest a request
 // its client sent ahead of the reply waits (once: that client's replies are
-// then written at once).
-const keptReplyWait = 50 * time.Millisecond
+// then written at once). Drivers do not send ahead, so it is long enough
+// that the deadline moves seldom: every 125ms, where a thousand clients
+// each send a request every 30ms or so (at 50ms, it moved at every
+// request, a timer's update each).
+const keptReplyWait = 250 * time.Millisecond
 
 // boundKeptReply bounds the read about to write a kept reply by
 // keptReplyWait, or writes the reply now when the connection drains (its

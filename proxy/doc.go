@@ -41,7 +41,7 @@
 // waits for bytes that come after the write instead of finding the socket
 // empty first, two system calls saved per operation. A client that sends a
 // request before it has the reply to the one before (it pipelines) waits
-// once, up to 50ms, for that request to be read; its replies are then
+// once, up to 250ms, for that request to be read; its replies are then
 // written at once.
 //
 // With Config.Users, clients authenticate to the proxy as they would to
