@@ -13,6 +13,12 @@
 // write, then wakes the read, whose one system call finds it. On sockets
 // without a descriptor (TLS, pipes) and systems without the calls, Defer
 // writes at once and Read is the connection's.
+//
+// The price: bytes the peer sent before that read began, and that no read
+// took yet, wake it not; it sees them only when more come. So Defer is for
+// a peer that sends nothing before it has the message (a server, which
+// answers only what it is asked; a client that waits for its replies), or
+// for a read with a deadline after which the caller reads again.
 package sockio
 
 import "net"
@@ -45,7 +51,8 @@ func (e *WriteError) Unwrap() error { return e.Err }
 func (c *Conn) Fused() bool { return c.raw.ok() }
 
 // Defer keeps b to be written by the next Read, before it waits; b must not
-// change until then. On a connection that cannot, or when a message is
+// change until then. That read waits for bytes that come after b is
+// written (see the package doc). On a connection that cannot, or when a message is
 // kept already, it writes now (the kept message first). The caller's write
 // deadline applies to what is written by Read only when the socket's buffer
 // is full: a fused write does not wait.
