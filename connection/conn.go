@@ -261,7 +261,7 @@ func (c *Conn) exchange(ctx context.Context, cmd bson.Raw, seqs []wire.Sequence,
 	// cursors, change streams): it is neither polled for nor counted as
 	// a reply that is awaited, lest one open change stream stop polling.
 	c.longPoll = c.poller != nil && isGetMore(cmd)
-	if c.sock.Fused() && flags&wire.MoreToCome == 0 && c.br.Buffered() == 0 && !(!c.longPoll && c.pollSock.mayPoll(0)) {
+	if c.sock.Fused() && flags&wire.MoreToCome == 0 && c.br.Buffered() == 0 && (c.longPoll || !c.pollSock.mayPoll(0)) {
 		// The request goes out as the read of its reply begins, which
 		// then waits for the reply instead of trying the socket first,
 		// a system call saved (see sockio). A server sends nothing
