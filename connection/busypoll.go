@@ -167,13 +167,27 @@ func (s *PolledSocket) waitReply() { s.wait(1) }
 // mayPoll reports whether a wait would poll now, were others replies
 // awaited: false is sure while the machine is busy, and a true may turn
 // false by the wait.
+func (p *BusyPoller) mayPoll(others int32) bool {
+	if p == nil {
+		return false
+	}
+	return p.budget.Load() > 0 && p.active.Load() <= others && !p.spinning.Load() &&
+		time.Now().UnixNano()-p.crowded.Load() >= int64(quietTime)
+}
+
+// WouldPoll reports whether a wait for a socket would poll now (see
+// PolledSocket.Wait): false is sure while the machine is busy, and a true
+// may turn false by the wait. A caller that would rather not delay a write
+// while waits poll, as the write's delay would count against the poll's
+// budget, asks it first.
+func (p *BusyPoller) WouldPoll() bool { return p.mayPoll(0) }
+
+// mayPoll is the BusyPoller's mayPoll; false without one.
 func (s *PolledSocket) mayPoll(others int32) bool {
 	if s == nil {
 		return false
 	}
-	p := s.p
-	return p.budget.Load() > 0 && p.active.Load() <= others && !p.spinning.Load() &&
-		time.Now().UnixNano()-p.crowded.Load() >= int64(quietTime)
+	return s.p.mayPoll(others)
 }
 
 // WouldPoll reports whether Wait would poll now: a caller with a write to

@@ -547,9 +547,12 @@ func (cc *clientConn) writeMsg(ex exchangeOf, flags wire.Flag, body bson.Raw) (i
 		}
 	}
 	cc.writeDeadline()
-	if cc.deferReply && flags == 0 {
+	if cc.deferReply && flags == 0 && !cc.p.conf().BusyPoller.WouldPoll() {
 		// The request's one reply: the read of the next request writes
-		// it (a reply with moreToCome has more after it, and waits).
+		// it (a reply with moreToCome has more after it, and waits). Not
+		// while the busy poller polls (at low load): whether the next
+		// request comes within its budget is timed from the reply's
+		// write, which must then not wait for the next read.
 		cc.deferReply = false
 		err = cc.sock.Defer(out)
 	} else {
