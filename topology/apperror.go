@@ -96,6 +96,10 @@ type decision struct {
 	// check again at once instead of waiting: a network error on a server
 	// that was known may be a one-off (the "retry once" rule).
 	CheckAgainNow bool
+	// OwnPoolOnly is set when only the pool whose connection met the
+	// error is to be cleared, the server left as it is: a PoolSet's
+	// credential refused (see PoolSet).
+	OwnPoolOnly bool
 	// Reason says why the error was ignored; "" when it was not.
 	Reason string
 }

@@ -190,6 +190,12 @@ type Topology struct {
 	// all of them) whose events may not all be delivered yet: Flush waits
 	// for them too. A pool leaves the list once its events are out.
 	retired []*pool.Pool
+	// sets are the PoolSets open, by their index in Server.more; nil
+	// where one was closed, for the next to take.
+	sets []*PoolSet
+	// readySoon are the timers that make a PoolSet's pool ready again
+	// after its credential was refused (see readySoonLocked).
+	readySoon map[*pool.Pool]*time.Timer
 }
 
 // serverSet is the topology's servers by address, persistent like a
@@ -316,9 +322,7 @@ func (t *Topology) Flush(ctx context.Context) error {
 	pools := slices.Clone(t.retired)
 	t.mu.Unlock()
 	for c := t.published.Load().servers.Cursor(); c.Next(); {
-		if p := c.Value().pool.Load(); p != nil {
-			pools = append(pools, p)
-		}
+		pools = c.Value().appendPools(pools)
 	}
 	for _, p := range pools {
 		if err := p.Flush(ctx); err != nil {
@@ -397,7 +401,7 @@ func (t *Topology) checked(s *Server, o checkOutcome) bool {
 		t.applyLocked(o.Server, &fx)
 	} else {
 		d := t.desc.decideCheckError(s.address, o.Kind, o.Err)
-		t.carryOutLocked(s, d, nil, &fx)
+		t.carryOutLocked(s, d, nil, nil, &fx)
 		again = d.CheckAgainNow
 	}
 	t.unlock(&fx)
@@ -465,10 +469,7 @@ func (t *Topology) removeLocked(s *Server, fx *effects) {
 // retireLocked keeps the pool of s, if it has one, for Flush, and forgets
 // the pools retired before whose events are all out.
 func (t *Topology) retireLocked(s *Server) {
-	t.retired = slices.DeleteFunc(t.retired, delivered)
-	if p := s.pool.Load(); p != nil {
-		t.retired = append(t.retired, p)
-	}
+	t.retired = s.appendPools(slices.DeleteFunc(t.retired, delivered))
 }
 
 // delivered reports whether p is closed and its events all delivered.
@@ -493,6 +494,13 @@ func (t *Topology) wantPoolLocked(s *Server) {
 	if p := t.poolLocked(s); p != nil {
 		p.Ready()
 	}
+	for _, ps := range t.sets {
+		if ps != nil {
+			if p := ps.poolLocked(s); p != nil {
+				p.Ready()
+			}
+		}
+	}
 }
 
 // poolLocked returns the pool of s, making it if s has none; nil if it
@@ -501,7 +509,7 @@ func (t *Topology) poolLocked(s *Server) *pool.Pool {
 	if p := s.pool.Load(); p != nil {
 		return p
 	}
-	p, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(s, err) })
+	p, err := t.cfg.NewPool(s.address, func(err error) { t.establishFailed(nil, s, err) })
 	if err != nil {
 		t.poolErr = fmt.Errorf("topology: cannot make the pool of %s: %w", s.address, err)
 		return nil
@@ -518,27 +526,45 @@ func (s *Server) stop() {
 		(*m).Close()
 		<-(*m).Done()
 	}
-	if p := s.pool.Load(); p != nil {
+	for _, p := range s.appendPools(nil) {
 		p.Close()
 	}
 }
 
 // carryOutLocked carries out a decision about s: the server marked Unknown,
 // its pool cleared, its monitor's check canceled or asked for.
-func (t *Topology) carryOutLocked(s *Server, d decision, cause error, fx *effects) {
+//
+// The server's pools are all cleared, its PoolSets' with its own, unless
+// d.OwnPoolOnly says to clear only the pool of ps (nil: the topology's own),
+// whose connection met the error.
+func (t *Topology) carryOutLocked(s *Server, d decision, cause error, ps *PoolSet, fx *effects) {
 	if d.MarkUnknown {
 		t.applyLocked(d.Server, fx)
 	}
 	if d.Clear {
-		if p := s.pool.Load(); p != nil {
-			svc := pool.ServiceID{}
-			if d.ServiceID != nil {
-				svc = pool.ServiceID(*d.ServiceID)
+		svc := pool.ServiceID{}
+		if d.ServiceID != nil {
+			svc = pool.ServiceID(*d.ServiceID)
+		}
+		if cause == nil {
+			cause = d.Server.Error
+		}
+		o := pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc}
+		if d.OwnPoolOnly {
+			if p := ps.pool(s); p != nil {
+				p.Clear(o)
 			}
-			if cause == nil {
-				cause = d.Server.Error
+		} else {
+			if p := s.pool.Load(); p != nil {
+				p.Clear(o)
 			}
-			p.Clear(pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc})
+			if more := s.more.Load(); more != nil {
+				for _, sp := range *more {
+					if sp.pool != nil {
+						sp.pool.Clear(o)
+					}
+				}
+			}
 		}
 	}
 	if d.CancelCheck {
@@ -563,7 +589,11 @@ func (t *Topology) carryOutLocked(s *Server, d decision, cause error, fx *effect
 // ignored), with the decision published to selection, so that a retry does
 // not select the server as it was. It never waits for anything but the
 // topology's lock, which is held for work proportional to the change.
-func (t *Topology) handleError(e appError) decision {
+//
+// ps is the PoolSet whose connection met the error, nil for the topology's
+// own pools: the error's generation is compared with that pool's, and a
+// PoolSet's refused credential clears that pool alone (see PoolSet).
+func (t *Topology) handleError(ps *PoolSet, e appError) decision {
 	var fx effects
 	t.mu.Lock()
 	s, ok := t.servers.Get(e.Address)
@@ -571,15 +601,55 @@ func (t *Topology) handleError(e appError) decision {
 		t.unlock(&fx)
 		return decision{Reason: "the server is not in the topology"}
 	}
-	d := t.desc.decideAppError(s.generation(e.ServiceID), e)
-	t.carryOutLocked(s, d, e.Err, &fx)
+	if ps != nil && ps.closed {
+		t.unlock(&fx)
+		return decision{Reason: "the pool set is closed"}
+	}
+	d := t.desc.decideAppError(s.generation(ps, e.ServiceID), e)
+	if ps != nil && (d.MarkUnknown || d.Clear) && e.Phase == duringAuth && e.Kind == kindCommand {
+		// The server answered, and refused this set's credential: the
+		// others' pools have nothing to do with it. The pool is
+		// cleared, as the rules clear a refused client's, so that its
+		// check-outs fail at once with the server's error, and made
+		// ready again after minHeartbeatFrequencyMS (a streaming
+		// monitor's next check may be a heartbeat away).
+		d = decision{Clear: true, ServiceID: d.ServiceID, OwnPoolOnly: true}
+	}
+	t.carryOutLocked(s, d, e.Err, ps, &fx)
+	if d.OwnPoolOnly {
+		t.readySoonLocked(ps, s)
+	}
 	t.unlock(&fx)
 	return d
 }
 
-// establishFailed is the establish-error handler of the pool of s.
-func (t *Topology) establishFailed(s *Server, err error) {
-	t.handleError(establishError(s.address, err))
+// readySoonLocked makes the pool of s in ps ready again after
+// minHeartbeatFrequencyMS, if the server's own is ready then: the server
+// refused the set's credential, which is tried again no sooner.
+func (t *Topology) readySoonLocked(ps *PoolSet, s *Server) {
+	p := ps.Pool(s)
+	if p == nil || t.readySoon[p] != nil {
+		return
+	}
+	if t.readySoon == nil {
+		t.readySoon = map[*pool.Pool]*time.Timer{}
+	}
+	t.wg.Add(1) // under the lock, before Close can wait
+	t.readySoon[p] = time.AfterFunc(t.minHeartbeat, func() {
+		defer t.wg.Done()
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		delete(t.readySoon, p)
+		if own := s.pool.Load(); !t.closed && !s.removed && ps.Pool(s) == p && own != nil && own.Stats().State == "ready" {
+			p.Ready()
+		}
+	})
+}
+
+// establishFailed is the establish-error handler of the pool of s in ps
+// (nil: the topology's own).
+func (t *Topology) establishFailed(ps *PoolSet, s *Server, err error) {
+	t.handleError(ps, establishError(s.address, err))
 }
 
 // monitorEvent queues a monitor's heartbeat event, in order with the rest,
@@ -624,6 +694,12 @@ func (t *Topology) Close() error {
 		return nil
 	}
 	t.closed = true
+	for p, timer := range t.readySoon {
+		if timer.Stop() {
+			t.wg.Done()
+		}
+		delete(t.readySoon, p)
+	}
 	desc, events := closeEvents(t.id, t.desc)
 	t.desc = desc
 	var servers []*Server
@@ -649,7 +725,7 @@ func (t *Topology) Close() error {
 	}
 	var closing sync.WaitGroup
 	for _, s := range servers {
-		if p := s.pool.Load(); p != nil {
+		for _, p := range s.appendPools(nil) {
 			closing.Go(func() { p.Close() })
 		}
 	}
@@ -731,6 +807,10 @@ type Server struct {
 	topo    *Topology
 	address string
 	pool    atomic.Pointer[pool.Pool]
+	// more are the server's pools of the topology's PoolSets, by the
+	// sets' index, nil where a set has none: replaced, never changed,
+	// under the topology's lock.
+	more    atomic.Pointer[[]setPool]
 	monitor atomic.Pointer[serverMonitor] // set once, when it starts
 	// inProgress counts the operations selected on the server and not done.
 	inProgress atomic.Int64
@@ -742,8 +822,26 @@ type Server struct {
 // Address returns the server's address.
 func (s *Server) Address() string { return s.address }
 
-// Pool returns the server's pool; nil until a check first found the server.
+// Pool returns the server's pool, the topology's own (Config.NewPool's);
+// nil until a check first found the server. A PoolSet's pool of the server
+// is PoolSet.Pool's.
 func (s *Server) Pool() *pool.Pool { return s.pool.Load() }
+
+// appendPools appends the pools of s, the topology's own and its PoolSets',
+// to dst.
+func (s *Server) appendPools(dst []*pool.Pool) []*pool.Pool {
+	if p := s.pool.Load(); p != nil {
+		dst = append(dst, p)
+	}
+	if more := s.more.Load(); more != nil {
+		for _, sp := range *more {
+			if sp.pool != nil {
+				dst = append(dst, sp.pool)
+			}
+		}
+	}
+	return dst
+}
 
 // InProgress returns the number of operations in progress on the server.
 func (s *Server) InProgress() int64 { return s.inProgress.Load() }
@@ -754,7 +852,7 @@ func (s *Server) Done() { s.inProgress.Add(-1) }
 // HandleError applies the error rules to e, an error met on this server.
 func (s *Server) handleError(e appError) decision {
 	e.Address = s.address
-	return s.topo.handleError(e)
+	return s.topo.handleError(nil, e)
 }
 
 // OperationFailed applies the specification's error rules to err, which an
@@ -793,14 +891,15 @@ func (s *Server) ReplyReceived(gen uint64, svc *bson.ObjectID, reply bson.Raw) {
 // it appears in the BSON.
 var writeConcernErrorKey = []byte("writeConcernError\x00")
 
-// generation returns the generation of the pool of s, or of its service
-// svcID in load-balanced mode; 0 without a pool.
-func (s *Server) generation(svcID *bson.ObjectID) uint64 {
+// generation returns the generation of the pool of s in ps (nil: the
+// topology's own), or of its service svcID in load-balanced mode; 0 without
+// a pool.
+func (s *Server) generation(ps *PoolSet, svcID *bson.ObjectID) uint64 {
 	svc := pool.ServiceID{}
 	if svcID != nil {
 		svc = pool.ServiceID(*svcID)
 	}
-	if p := s.pool.Load(); p != nil {
+	if p := ps.pool(s); p != nil {
 		return p.Generation(svc)
 	}
 	return 0

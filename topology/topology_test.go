@@ -81,6 +81,7 @@ type harness struct {
 	events   []string
 	poolLog  []string
 	onEvent  func(Event)
+	setLogs  map[*PoolSet]*setLog // the PoolSets' pools' events (poolset_test.go)
 }
 
 func newHarness(t *testing.T, s Settings) *harness {
