@@ -65,6 +65,12 @@ type Client struct {
 	// it sets none (defaultconcern.go).
 	writeConcern, readConcern bson.Raw
 
+	// settings are the topology's settings from the connection string.
+	settings topology.Settings
+	// set is the client's pools in another client's topology (see
+	// WithSharedTopology); nil when the topology is the client's own.
+	set *topology.PoolSet
+
 	poolsMu sync.Mutex    // protects following fields
 	pools   []*pool.Pool  // the pools made for servers, closed ones until the next pass
 	reconf  []pool.Option // limits set by Reconfigure, for the pools made later
@@ -88,6 +94,8 @@ type clientConfig struct {
 	// single makes a client of the connection string's one host whatever
 	// it is (directConnection), or of its load balancer: a Pool's.
 	single bool
+	// shared is the client whose topology the client shares.
+	shared *Client
 }
 
 // singleServer makes the client a Pool's: see clientConfig.single.
@@ -211,6 +219,34 @@ func WithBusyPoller(bp *connection.BusyPoller) ClientOption {
 	}
 }
 
+// WithSharedTopology makes the client's pools part of base's topology
+// instead of a topology of its own: one monitor per server, one view of the
+// deployment and one balance of the operations in progress, for clients
+// that differ in their connections only, as those of several credentials
+// do (a proxy's, say). The client's connection string names the same
+// deployment as base's (its hosts or SRV name, replicaSet, directConnection,
+// loadBalanced; heartbeatFrequencyMS, serverMonitoringMode and
+// serverSelectionTimeoutMS left out or the same), and sets its own
+// connections' options (credentials, TLS, compressors, the pools' limits)
+// and its operations' (read preference, retries, timeoutMS).
+//
+// The topology is base's: its events go to base's handler and logger
+// (WithTopologyEventHandler is refused here), and closing base closes the
+// client's pools too, after which its operations fail with
+// topology.ErrClosed. Closing the client closes its pools only. The SDAM
+// error rules apply to the client's connections as to base's, with one
+// difference: a server that refuses the client's credential clears the
+// client's pools of it alone (see topology.PoolSet).
+func WithSharedTopology(base *Client) ClientOption {
+	return func(c *clientConfig) error {
+		if base == nil {
+			return errors.New("mongopool: WithSharedTopology(nil): give the client whose topology to share")
+		}
+		c.shared = base
+		return nil
+	}
+}
+
 // NewClient parses uri (a mongodb:// or mongodb+srv:// connection string,
 // with any number of hosts) and returns a Client of the deployment, without
 // waiting for it: the monitors start checking the servers at once, and the
@@ -298,31 +334,40 @@ func newClient(ctx context.Context, uri string, opts []ClientOption) (*Client, e
 		base = append(base, pool.WithLogger(cfg.logger))
 		logWarnings(cfg.logger, cs, c.warnings)
 	}
+	newPool := func(address string, establishFailed func(error)) (*pool.Pool, error) {
+		ccfg := c.conns.forAddress(address)
+		// The monitors' connections, which wait for seconds, never
+		// poll: only the pools' have the poller.
+		ccfg.BusyPoller = cfg.busyPoller
+		o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
+		o = append(o, cfg.poolOpts...)
+		// Under the lock: a Reconfigure either is in o or sees the pool.
+		c.poolsMu.Lock()
+		defer c.poolsMu.Unlock()
+		p, err := pool.New(address, NewConnector(ccfg), append(o, c.reconf...)...)
+		if err == nil {
+			c.pools = append(slices.DeleteFunc(c.pools, poolClosed), p)
+		}
+		return p, err
+	}
+	settings := topology.Settings{
+		Seeds:            cs.Hosts,
+		ReplicaSet:       cs.ReplicaSet,
+		DirectConnection: isTrue(cs.DirectConnection) || cfg.single && !isTrue(cs.LoadBalanced),
+		LoadBalanced:     isTrue(cs.LoadBalanced),
+	}
+	c.settings = settings
+	if cfg.shared != nil {
+		if err := c.joinTopology(cfg, settings, newPool); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
 	tcfg := topology.Config{
-		Settings: topology.Settings{
-			Seeds:            cs.Hosts,
-			ReplicaSet:       cs.ReplicaSet,
-			DirectConnection: isTrue(cs.DirectConnection) || cfg.single && !isTrue(cs.LoadBalanced),
-			LoadBalanced:     isTrue(cs.LoadBalanced),
-		},
+		Settings:               settings,
 		ServerSelectionTimeout: durationOr(cs.ServerSelectionTimeout, topology.DefaultServerSelectionTimeout),
 		MinHeartbeatFrequency:  cfg.minHeartbeat,
-		NewPool: func(address string, establishFailed func(error)) (*pool.Pool, error) {
-			ccfg := c.conns.forAddress(address)
-			// The monitors' connections, which wait for seconds, never
-			// poll: only the pools' have the poller.
-			ccfg.BusyPoller = cfg.busyPoller
-			o := append(slices.Clone(base), pool.WithEstablishErrorHandler(establishFailed))
-			o = append(o, cfg.poolOpts...)
-			// Under the lock: a Reconfigure either is in o or sees the pool.
-			c.poolsMu.Lock()
-			defer c.poolsMu.Unlock()
-			p, err := pool.New(address, NewConnector(ccfg), append(o, c.reconf...)...)
-			if err == nil {
-				c.pools = append(slices.DeleteFunc(c.pools, poolClosed), p)
-			}
-			return p, err
-		},
+		NewPool:                newPool,
 		// The monitors connect as the pools do, without authentication.
 		Connection:         c.conns.forAddress,
 		HeartbeatFrequency: c.heartbeat,
@@ -586,11 +631,16 @@ func (c *Client) execute(ctx context.Context, o *operation) (bson.Raw, error) {
 	}
 }
 
-// checkOut checks a connection out of the pool of s. A pool found paused
-// asks for a check of its server, which makes it ready again once the server
-// answers.
-func checkOut(ctx context.Context, s *topology.Server) (*pool.Pool, *pool.Conn, error) {
+// checkOut checks a connection out of the client's pool of s. A pool found
+// paused asks for a check of its server, which makes it ready again once the
+// server answers.
+func (c *Client) checkOut(ctx context.Context, s *topology.Server) (*pool.Pool, *pool.Conn, error) {
 	p := s.Pool()
+	if c.set != nil {
+		if p = c.set.Pool(s); p == nil {
+			return nil, nil, c.setPoolMissing(s)
+		}
+	}
 	pc, err := p.CheckOut(ctx)
 	if err != nil && errors.Is(err, pool.ErrPoolCleared) {
 		s.RequestCheck()
@@ -602,7 +652,7 @@ func checkOut(ctx context.Context, s *topology.Server) (*pool.Pool, *pool.Conn, 
 // connection (a network error), which the retry rules tell apart.
 func (c *Client) attempt(ctx context.Context, s *topology.Server, o *operation) (reply bson.Raw, broken bool, err error) {
 	defer s.Done()
-	p, pc, err := checkOut(ctx, s)
+	p, pc, err := c.checkOut(ctx, s)
 	if err != nil {
 		// Nothing was sent: a cleared pool's error and the handshake's
 		// retryable errors make a retryable write's retry.
@@ -844,13 +894,21 @@ func (c *Client) observe(s *topology.Server, pc *pool.Conn, conn *connection.Con
 		svc = &oid
 	}
 	if err == nil {
-		s.ReplyReceived(pc.Generation(), svc, reply)
+		if c.set != nil {
+			c.set.ReplyReceived(s, pc.Generation(), svc, reply)
+		} else {
+			s.ReplyReceived(pc.Generation(), svc, reply)
+		}
 		return
 	}
 	if pc.Err() != nil {
 		return // a clear interrupted the connection: the pool's doing
 	}
-	s.OperationFailed(pc.Generation(), svc, conn.Err() != nil, err)
+	if c.set != nil {
+		c.set.OperationFailed(s, pc.Generation(), svc, conn.Err() != nil, err)
+	} else {
+		s.OperationFailed(pc.Generation(), svc, conn.Err() != nil, err)
+	}
 }
 
 // endSession gives the operation's session back to the pool, unless a
@@ -905,7 +963,7 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 		return err
 	}
 	defer s.Done()
-	p, pc, err := checkOut(ctx, s)
+	p, pc, err := c.checkOut(ctx, s)
 	if err != nil {
 		return err
 	}
@@ -926,16 +984,21 @@ func (c *Client) Do(ctx context.Context, fn func(*connection.Conn) error, opts .
 // client's goroutines have ended, but for those delivering events: the event
 // handlers get the events of the closing after Close returns (see Flush),
 // and may call Close themselves.
+//
+// A client that shares another's topology (WithSharedTopology) closes its
+// own pools only.
 func (c *Client) Close() error {
 	c.ops.close()
-	if c.closed.Swap(true) {
-		return c.topo.Close()
+	if !c.closed.Swap(true) {
+		if ids := c.sessions.drain(); len(ids) > 0 {
+			c.endSessions(ids)
+		}
+		if c.commandEvents.Close() {
+			c.commandEvents.Wake()
+		}
 	}
-	if ids := c.sessions.drain(); len(ids) > 0 {
-		c.endSessions(ids)
-	}
-	if c.commandEvents.Close() {
-		c.commandEvents.Wake()
+	if c.set != nil {
+		return c.set.Close()
 	}
 	return c.topo.Close()
 }
@@ -950,6 +1013,9 @@ func (c *Client) Close() error {
 func (c *Client) Flush(ctx context.Context) error {
 	if err := c.commandEvents.Wait(ctx); err != nil {
 		return err
+	}
+	if c.set != nil {
+		return c.set.Flush(ctx)
 	}
 	return c.topo.Flush(ctx)
 }

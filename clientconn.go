@@ -52,7 +52,7 @@ func (c *Client) Conn(ctx context.Context, opts ...CommandOption) (*Conn, error)
 		c.ops.leave()
 		return nil, err
 	}
-	p, pc, err := checkOut(ctx, s)
+	p, pc, err := c.checkOut(ctx, s)
 	if err != nil {
 		s.Done()
 		c.ops.leave()

@@ -304,3 +304,46 @@ func ExampleSession_WithTransaction() {
 	// alice 70
 	// bob 30
 }
+
+// Clients of two credentials that share one topology: one monitor per
+// server, and a pool per server for each credential.
+func ExampleWithSharedTopology() {
+	rs, err := mongotest.StartReplicaSet("rs0", 2)
+	if err != nil {
+		panic(err)
+	}
+	defer rs.Close()
+	for _, user := range []string{"orders", "reports"} {
+		if err := rs.Primary().AddUser("admin", user, user+"-secret"); err != nil {
+			panic(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	uri := func(user string) string {
+		return "mongodb://" + user + ":" + user + "-secret@" + rs.Primary().Addr() + "/?replicaSet=rs0"
+	}
+	orders, err := mongopool.Connect(ctx, uri("orders"))
+	if err != nil {
+		panic(err)
+	}
+	defer orders.Close()
+	reports, err := mongopool.Connect(ctx, uri("reports"), mongopool.WithSharedTopology(orders))
+	if err != nil {
+		panic(err)
+	}
+	defer reports.Close()
+
+	for _, c := range []*mongopool.Client{orders, reports} {
+		reply, err := c.Read(ctx, "admin", bson.D{{Key: "connectionStatus", Value: 1}},
+			mongopool.WithReadPreference(topology.ReadPref{Mode: topology.ModeSecondary}))
+		if err != nil {
+			panic(err)
+		}
+		user := reply.Lookup("authInfo", "authenticatedUsers", "0", "user").StringValue()
+		fmt.Println(user, "pools:", len(c.Pools()), "same topology:", c.Topology() == orders.Topology())
+	}
+	// Output:
+	// orders pools: 2 same topology: true
+	// reports pools: 2 same topology: true
+}
