@@ -26,15 +26,20 @@ func startAuthProxy(t *testing.T, uri string, users []proxy.User, upstreams map[
 	}
 	cfg.Users = us
 	cfg.Upstreams = map[string]*mongopool.Client{}
+	client, err := mongopool.NewClient(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
 	for name, u := range upstreams {
-		c, err := mongopool.NewClient(u)
+		c, err := mongopool.NewClient(u, mongopool.WithSharedTopology(client))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		cfg.Upstreams[name] = c
 	}
-	return startProxy(t, uri, proxy.Mongos, cfg)
+	return startProxyOf(t, client, proxy.Mongos, cfg)
 }
 
 func mustDerive(t *testing.T, name, password, upstream string, mechs ...string) proxy.User {

@@ -47,8 +47,10 @@
 // With Config.Users, clients authenticate to the proxy as they would to
 // mongod (SCRAM-SHA-256, SCRAM-SHA-1, MONGODB-X509 over a TLS listener),
 // against stored SCRAM keys, never a password; each user's operations go
-// to the pools of its upstream credential (Config.Upstreams), and its
-// cursors and pinned transactions are its own. Reconfigure changes the
+// to the pools of its upstream credential (Config.Upstreams: clients made
+// with mongopool.WithSharedTopology of the proxy's, so that one monitor per
+// server serves them all), and its cursors and pinned transactions are its
+// own. Reconfigure changes the
 // limits and SetUsers the users while the proxy runs; Pause and Resume
 // hold an upstream's new operations for a maintenance; Reconnect replaces
 // an upstream's connections with new ones; Shutdown drains.

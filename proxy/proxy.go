@@ -111,6 +111,9 @@ type Config struct {
 	// Upstreams are the clients of the upstream credentials users name,
 	// one pool per server each: a credential's sessions and cursors stay
 	// its own. The proxy's own client serves the users that name none.
+	// Made with mongopool.WithSharedTopology of the proxy's client, they
+	// share its topology (its monitors, its view of the deployment)
+	// instead of keeping one each.
 	Upstreams map[string]*mongopool.Client
 	// HandshakeTimeout bounds the time a new connection has to send its
 	// first command whole, its TLS handshake included (30 s by default):

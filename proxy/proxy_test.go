@@ -26,9 +26,16 @@ func startProxy(t testing.TB, uri string, persona proxy.Persona, cfg proxy.Confi
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { client.Close() })
+	return startProxyOf(t, client, persona, cfg)
+}
+
+// startProxyOf starts a proxy of client, presenting persona, closed at the
+// end of the test.
+func startProxyOf(t testing.TB, client *mongopool.Client, persona proxy.Persona, cfg proxy.Config) (*proxy.Proxy, string) {
+	t.Helper()
 	p, err := proxy.New(client, cfg)
 	if err != nil {
-		client.Close()
 		t.Fatal(err)
 	}
 	addr, served := serve(t, p, persona)
@@ -37,7 +44,6 @@ func startProxy(t testing.TB, uri string, persona proxy.Persona, cfg proxy.Confi
 		if err := <-served; !errors.Is(err, proxy.ErrClosed) {
 			t.Errorf("Serve returned %v, want ErrClosed", err)
 		}
-		client.Close()
 	})
 	return p, addr
 }

@@ -629,6 +629,11 @@ func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context
 	case queued && byMaxTime && qctx.Err() != nil:
 		p.stats.maxTimeExpired.Add(1)
 		return &upstreamError{code: codeMaxTimeMSExpired, msg: "operation exceeded time limit (waiting for a connection to a server)"}
+	case upstreamCredentialRefused(err):
+		// Holding the operation would not help: the credential is
+		// refused until the operator changes it, or the server's users.
+		return &upstreamError{code: codeAuthenticationFailed,
+			msg: "proxy: the server refused the proxy's upstream credential that serves this client (its operator must fix the credential or the server's user): " + err.Error()}
 	case errors.As(err, &wq):
 		p.stats.overloaded.Add(1)
 		return &upstreamError{code: codeOverloaded, labels: overloadLabels, msg: "proxy: no connection to the server came free in time: " + err.Error()}
@@ -640,6 +645,15 @@ func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context
 		return &upstreamError{code: codeNetworkTimeout, retry: true, msg: "proxy: " + err.Error()}
 	}
 	return &upstreamError{code: codeHostUnreachable, retry: true, msg: "proxy: " + err.Error()}
+}
+
+// upstreamCredentialRefused reports whether err is a server's refusal of the
+// credential an upstream connection authenticated with (a paused pool's
+// error carries it too, as its cause).
+func upstreamCredentialRefused(err error) bool {
+	var ce *pool.ConnectionError
+	var cmd *wire.CommandError
+	return errors.As(err, &ce) && ce.DuringAuth && errors.As(ce.Err, &cmd)
 }
 
 // retryableCodes are the codes of errors a retryable read or write is

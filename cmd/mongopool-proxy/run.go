@@ -363,13 +363,13 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 			admin.close(ctx)
 		}()
 	}
-	newClient := func(what, name, uri string) (*mongopool.Client, error) {
+	newClient := func(what, name, uri string, more ...mongopool.ClientOption) (*mongopool.Client, error) {
 		popts := admin.eventHandler(name)
 		if conf.maxPoolSize > 0 {
 			popts = append(popts, pool.WithMaxPoolSize(conf.maxPoolSize))
 		}
-		c, err := mongopool.NewClient(uri, mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...),
-			mongopool.WithBusyPoller(o.cfg.BusyPoller))
+		c, err := mongopool.NewClient(uri, append([]mongopool.ClientOption{mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...),
+			mongopool.WithBusyPoller(o.cfg.BusyPoller)}, more...)...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -400,7 +400,9 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 		if _, dup := cfg.Upstreams[name]; dup {
 			return fmt.Errorf("-upstream-as: %q is given twice", name)
 		}
-		c, err := newClient("-upstream-as "+name, name, u)
+		// The credentials' pools share the -upstream client's topology:
+		// one monitor per server, however many credentials.
+		c, err := newClient("-upstream-as "+name, name, u, mongopool.WithSharedTopology(client))
 		if err != nil {
 			return err
 		}

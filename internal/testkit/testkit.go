@@ -1,7 +1,8 @@
 // Package testkit holds helpers that the tests of several packages share:
 // measuring what a function allocates, a context whose deadline passes at a
-// chosen point, hello replies of any size, and loopback socket pairs. It is for tests only: no
-// package of the library imports it outside its _test.go files.
+// chosen point, hello replies of any size, loopback socket pairs, and a
+// bounded wait for a condition that no event announces. It is for tests
+// only: no package of the library imports it outside its _test.go files.
 package testkit
 
 import (
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -119,4 +121,18 @@ func TCPPair(t testing.TB) (client, server net.Conn) {
 	}
 	t.Cleanup(func() { client.Close(); server.Close() })
 	return client, server
+}
+
+// WaitFor waits for cond to hold, asking every millisecond, and fails the
+// test after 10 s: for a state that no event or channel announces (a
+// server's count, say).
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -87,3 +87,11 @@ func TestLeastAllocated(t *testing.T) {
 		t.Errorf("3 runs, one allocating 1 KiB: %d runs, least %d bytes", runs, got)
 	}
 }
+
+func TestWaitFor(t *testing.T) {
+	n := 0
+	testkit.WaitFor(t, "three asks", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Errorf("cond asked %d times, want 3", n)
+	}
+}
