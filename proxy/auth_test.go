@@ -13,6 +13,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
+	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/proxy"
 )
 
@@ -302,5 +304,59 @@ func TestCommandsBeforeAuthentication(t *testing.T) {
 		if reply := c.roundTrip(mustMarshal(t, bson.D{{Key: name, Value: v}, {Key: "$db", Value: "admin"}})); reply.Lookup("code").Int32() != 13 {
 			t.Fatalf("%s before authenticating: %v, want Unauthorized", name, reply)
 		}
+	}
+}
+
+// The server refusing the proxy's upstream credential is answered at once
+// with AuthenticationFailed, saying that the proxy's credential was
+// refused, and not held as a failed server is. A state change while
+// authenticating ("interrupted at shutdown") is the server's: the operation
+// is held, retried, and succeeds.
+func TestUpstreamCredentialRefused(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	primary := rs.Primary()
+	if err := primary.AddUser("admin", "proxyA", "pa"); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+
+	p, addr := startProxy(t, "mongodb://proxyA:wrong@"+primary.Addr()+"/?replicaSet=rs0", proxy.Mongos, proxy.Config{})
+	err := driverClient(t, "mongodb://"+addr+"/").Database("db").Collection("c").FindOne(ctx, bson.D{}).Err()
+	var ce mongo.CommandError
+	if !errors.As(err, &ce) || ce.Code != 18 || !strings.Contains(ce.Message, "refused the proxy's upstream credential") {
+		t.Fatalf("a refused upstream credential: %v, want AuthenticationFailed naming the proxy's credential", err)
+	}
+	if st := p.Stats(); st.Held != 0 {
+		t.Errorf("the operation was held %d times", st.Held)
+	}
+
+	// The fail point changes nothing of the server's state, which a
+	// streaming monitor would wait a heartbeat to find the same: the
+	// shortest heartbeat has the server found again within 500ms.
+	p, addr = startProxy(t, "mongodb://proxyA:pa@"+primary.Addr()+"/?replicaSet=rs0&heartbeatFrequencyMS=500", proxy.Mongos, proxy.Config{})
+	if err := primary.SetFailPoint(mongotest.FailPoint{Commands: []string{"saslContinue"}, ErrorCode: 11600, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err = driverClient(t, "mongodb://"+addr+"/").Database("db").Collection("c").FindOne(ctx, bson.D{}).Err()
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("a state change while authenticating upstream: %v, want the operation held and retried", err)
+	}
+	if st := p.Stats(); st.Held == 0 || primary.Stats().FailCommandFired != 1 {
+		t.Errorf("held %d times, the fail point fired %d times", st.Held, primary.Stats().FailCommandFired)
+	}
+	// An overloaded server's refusal is its state too.
+	if err := primary.SetFailPoint(mongotest.FailPoint{Commands: []string{"saslContinue"}, ErrorCode: 462, Times: 1,
+		ErrorLabels: []string{"SystemOverloadedError", "RetryableError"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range upstreamOf(t, p, "").Pools() {
+		pl.Clear(pool.ClearOptions{KeepReady: true}) // a new connection, which authenticates
+	}
+	err = driverClient(t, "mongodb://"+addr+"/").Database("db").Collection("c").FindOne(ctx, bson.D{}).Err()
+	if err != nil && !errors.Is(err, mongo.ErrNoDocuments) {
+		t.Fatalf("an overloaded server while authenticating upstream: %v, want the operation retried", err)
+	}
+	if fired := primary.Stats().FailCommandFired; fired != 2 {
+		t.Errorf("the fail point fired %d times in all, want 2", fired)
 	}
 }

@@ -649,11 +649,15 @@ func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context
 
 // upstreamCredentialRefused reports whether err is a server's refusal of the
 // credential an upstream connection authenticated with (a paused pool's
-// error carries it too, as its cause).
+// error carries it too, as its cause): a command error while
+// authenticating, but for those an operation is retried on (a state change,
+// a shutdown, an overload), which are the server's state, not the
+// credential's.
 func upstreamCredentialRefused(err error) bool {
 	var ce *pool.ConnectionError
 	var cmd *wire.CommandError
-	return errors.As(err, &ce) && ce.DuringAuth && errors.As(ce.Err, &cmd)
+	return errors.As(err, &ce) && ce.DuringAuth && errors.As(ce.Err, &cmd) && !retryableCodes[cmd.Code] &&
+		!pool.HasErrorLabel(err, pool.LabelSystemOverloaded)
 }
 
 // retryableCodes are the codes of errors a retryable read or write is

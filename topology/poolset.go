@@ -29,7 +29,9 @@ type NewPoolFunc func(address string, establishFailed func(error)) (*pool.Pool, 
 // topology's own: compared with the generation of the set's pool, and when
 // they mark the server Unknown or clear its pool, every pool of the server
 // is cleared, since every connection to it is in doubt. The one exception is
-// a credential the server refuses (a command error while authenticating):
+// a credential the server refuses (a command error while authenticating,
+// other than the state changes: "not writable primary", "node is
+// recovering", a shutdown):
 // the server answered, and the other sets' credentials may be good, so only
 // the pool of the set whose credential was refused is cleared (its
 // check-outs fail at once, with the server's error), and it is made ready

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,18 +14,25 @@ import (
 )
 
 // setConnector makes the connections of a PoolSet's pools in the tests:
-// while refuse is set, the server refuses the credential after the hello.
+// while code is set, the server fails the authentication after the hello
+// with that code (18: the credential is refused).
 type setConnector struct {
-	mu     sync.Mutex
-	refuse bool
+	mu   sync.Mutex
+	code int32
+}
+
+func (c *setConnector) set(code int32) {
+	c.mu.Lock()
+	c.code = code
+	c.mu.Unlock()
 }
 
 func (c *setConnector) Connect(_ context.Context, a *pool.Attempt) (pool.Link, error) {
 	a.HelloDone(pool.ServiceID{})
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.refuse {
-		return nil, &wire.CommandError{Code: 18, Message: "Authentication failed."}
+	if c.code != 0 {
+		return nil, &wire.CommandError{Code: c.code, Message: "authentication failed with code " + strconv.Itoa(int(c.code))}
 	}
 	return &link{}, nil
 }
@@ -196,7 +204,7 @@ func TestPoolSetFollowsTheTopology(t *testing.T) {
 func TestPoolSetCredentialRefused(t *testing.T) {
 	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
 	h.check("a:1", primaryHello("a:1"))
-	conn := &setConnector{refuse: true}
+	conn := &setConnector{code: 18}
 	ps, _ := h.addSet(conn)
 	h.take()
 	h.takePools()
@@ -216,9 +224,7 @@ func TestPoolSetCredentialRefused(t *testing.T) {
 	if st := h.state(s.Pool()); st != "ready" {
 		t.Errorf("the topology's pool is %s", st)
 	}
-	conn.mu.Lock()
-	conn.refuse = false
-	conn.mu.Unlock()
+	conn.set(0)
 	waitFor(t, func() bool { return h.state(ps.Pool(s)) == "ready" }, "the set's pool to be ready again")
 	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1\nConnectionPoolReady set/a:1" {
 		t.Errorf("the set's pool events:\n%s", got)
@@ -251,5 +257,31 @@ func TestPoolSetCredentialRefused(t *testing.T) {
 	}
 	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1" {
 		t.Errorf("the topology's refused credential, the set's pool events:\n%s", got)
+	}
+}
+
+// A state change while authenticating a set's connection ("shutdown in
+// progress") is the server's, not the credential's: the server is marked
+// Unknown and every pool of it cleared.
+func TestPoolSetStateChangeWhileAuthenticating(t *testing.T) {
+	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
+	h.check("a:1", primaryHello("a:1"))
+	conn := &setConnector{code: 91}
+	ps, _ := h.addSet(conn)
+	h.take()
+	h.takePools()
+	h.takeSet(ps)
+	s, _ := h.topo.Server("a:1")
+	if _, err := ps.Pool(s).CheckOut(ctx(t)); err == nil {
+		t.Fatal("the check-out succeeded")
+	}
+	if got := h.take(); !strings.Contains(got, "ServerDescriptionChanged a:1 RSPrimary->Unknown") {
+		t.Errorf("the server was not marked Unknown:\n%s", got)
+	}
+	if got := h.takePools(); got != "ConnectionPoolCleared a:1" {
+		t.Errorf("the topology's pool events:\n%s", got)
+	}
+	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1" {
+		t.Errorf("the set's pool events:\n%s", got)
 	}
 }

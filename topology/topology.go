@@ -606,7 +606,7 @@ func (t *Topology) handleError(ps *PoolSet, e appError) decision {
 		return decision{Reason: "the pool set is closed"}
 	}
 	d := t.desc.decideAppError(s.generation(ps, e.ServiceID), e)
-	if ps != nil && (d.MarkUnknown || d.Clear) && e.Phase == duringAuth && e.Kind == kindCommand {
+	if ps != nil && (d.MarkUnknown || d.Clear) && e.Phase == duringAuth && e.Kind == kindCommand && !isStateChange(e.Code, e.Message) {
 		// The server answered, and refused this set's credential: the
 		// others' pools have nothing to do with it. The pool is
 		// cleared, as the rules clear a refused client's, so that its
