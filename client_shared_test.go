@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongopool/mongopool"
+	"github.com/mongopool/mongopool/mongotest"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/topology"
 	"github.com/mongopool/mongopool/wire"
@@ -161,5 +162,48 @@ func TestSharedTopologyRefusesAnotherDeployment(t *testing.T) {
 	if _, err := mongopool.NewClient("mongodb://a.example:27017,b.example:27017/?replicaSet=rs", mongopool.WithSharedTopology(base),
 		mongopool.WithTopologyEventHandler(func(topology.Event) {})); err == nil || !strings.Contains(err.Error(), "WithTopologyEventHandler") {
 		t.Errorf("a topology event handler: %v", err)
+	}
+}
+
+// Behind a load balancer, a sharing client's cursor is pinned to a
+// connection of its own pool, which serves its getMores; the base client's
+// pool lends none.
+func TestSharedTopologyLoadBalanced(t *testing.T) {
+	s := server(t, mongotest.WithLoadBalanced(bson.NewObjectID()))
+	for _, u := range []string{"alice", "bob"} {
+		if err := s.AddUser("admin", u, u+"-pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := newClient(t, "mongodb://alice:alice-pw@"+s.Addr()+"/?loadBalanced=true")
+	bob := newClient(t, "mongodb://bob:bob-pw@"+s.Addr()+"/?loadBalanced=true", mongopool.WithSharedTopology(base))
+	docs := bson.A{}
+	for i := range 5 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	if _, err := bob.Write(ctx(t), "db", bson.D{{Key: "insert", Value: "c"}, {Key: "documents", Value: docs}}); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := bob.Cursor(ctx(t), "db", bson.D{{Key: "find", Value: "c"}, {Key: "batchSize", Value: 2}}, mongopool.WithBatchSize(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close(ctx(t))
+	n := 0
+	for cur.Next(ctx(t)) {
+		n++
+		if n == 1 {
+			bp, basePools := bob.Pools(), base.Pools()
+			if len(bp) != 1 || bp[0].Stats().InUse != 1 || len(basePools) != 1 || basePools[0].Stats().InUse != 0 {
+				t.Fatalf("while the cursor is open: bob's pools %d (in use %d), the base's %d (in use %d)",
+					len(bp), bp[0].Stats().InUse, len(basePools), basePools[0].Stats().InUse)
+			}
+		}
+	}
+	if err := cur.Err(); err != nil || n != 5 {
+		t.Fatalf("the cursor gave %d documents: %v", n, err)
+	}
+	if got := authenticatedAs(t, bob); got != "bob" {
+		t.Errorf("bob's connection is %q's", got)
 	}
 }
