@@ -52,6 +52,9 @@
 //     Config.NewPool) and marks it ready, clears it or closes it as the
 //     rules say, queues the events, and selects servers (SelectServer),
 //     waiting for the topology to change when none is suitable;
+//   - poolset.go: PoolSet, more pools per server beside the topology's own
+//     (another credential's), made, cleared and closed with them, so that
+//     clients of several credentials share the monitors and the selection;
 //   - srvpoll.go: Topology.StartSRVPolling, the rescans of a mongodb+srv
 //     name's SRV records for a sharded cluster.
 //
