@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ type saslConv struct {
 	mech      string
 	db        string
 	conv      *scram.ServerConversation
+	users     *Users // where user was found
 	user      *User
 	skipEmpty bool
 }
@@ -51,6 +53,14 @@ type saslConv struct {
 // refuses users that name an upstream the proxy does not have. nil turns
 // authentication off, which only a proxy made without users may do.
 func (p *Proxy) SetUsers(us *Users) error {
+	p.cfgMu.Lock()
+	defer p.cfgMu.Unlock()
+	return p.setUsersLocked(us, p.conf().Upstreams)
+}
+
+// setUsersLocked makes us the users, served by the upstream clients ups,
+// once it checked that they name none that ups lacks; p.cfgMu is held.
+func (p *Proxy) setUsersLocked(us *Users, ups map[string]*mongopool.Client) error {
 	if us == nil {
 		if p.users.Load() != nil {
 			return errors.New("proxy: authentication cannot be turned off while the proxy runs")
@@ -58,14 +68,63 @@ func (p *Proxy) SetUsers(us *Users) error {
 		return nil
 	}
 	for _, name := range us.upstreams() {
-		if p.upstream(name) == nil {
+		if name != "" && ups[name] == nil {
 			return fmt.Errorf("proxy: a user names the upstream %q, which the proxy does not have (Config.Upstreams)", name)
 		}
 	}
 	if p.users.Load() == nil && p.nextConnID.Load() > 0 {
 		return errors.New("proxy: authentication cannot be turned on while the proxy runs: give Config.Users to New")
 	}
-	p.users.Store(us)
+	p.users.Store(us.bound(ups))
+	return nil
+}
+
+// SetUpstreams replaces the upstream credentials' clients (Config.Upstreams)
+// and the users together, so that no user ever names an upstream the proxy
+// lacks: for a reload that adds, replaces or removes upstream credentials.
+// us follows SetUsers' rules, and must name only upstreams of ups; on an
+// error nothing changes. A client that ups no longer holds is the caller's
+// to shut down (Client.Shutdown lets the operations under way end), and
+// its pause, if any, ends. A connection authenticated before to such a
+// client that sends an operation once it is shut down is closed without an
+// answer: its driver retries the operation on a new connection,
+// authenticated anew, which the new upstreams serve.
+func (p *Proxy) SetUpstreams(ups map[string]*mongopool.Client, us *Users) error {
+	if err := checkUpstreams(ups); err != nil {
+		return err
+	}
+	ups = maps.Clone(ups)
+	p.cfgMu.Lock()
+	defer p.cfgMu.Unlock()
+	if us == nil {
+		us = p.users.Load()
+	}
+	if err := p.setUsersLocked(us, ups); err != nil {
+		return err
+	}
+	next := *p.conf()
+	old := next.Upstreams
+	next.Upstreams = ups
+	p.cfg.Store(&next)
+	kept := map[*mongopool.Client]bool{}
+	for _, c := range ups {
+		kept[c] = true
+	}
+	for name, c := range old {
+		if !kept[c] {
+			p.endPause(name, c)
+		}
+	}
+	return nil
+}
+
+// checkUpstreams checks that each upstream has a name and a client.
+func checkUpstreams(ups map[string]*mongopool.Client) error {
+	for name, c := range ups {
+		if name == "" || c == nil {
+			return fmt.Errorf("proxy: Config.Upstreams needs a name and a client for each upstream")
+		}
+	}
 	return nil
 }
 
@@ -81,6 +140,15 @@ func (p *Proxy) upstream(name string) *mongopool.Client {
 	return p.conf().Upstreams[name]
 }
 
+// upstream returns the client that serves the upstream name for the users
+// of us: the proxy's own for "".
+func (us *Users) upstream(p *Proxy, name string) *mongopool.Client {
+	if name == "" {
+		return p.client
+	}
+	return us.ups[name]
+}
+
 // authRequired reports whether the proxy authenticates its clients.
 func (p *Proxy) authRequired() bool { return p.users.Load() != nil }
 
@@ -92,12 +160,12 @@ var preAuthCommands = map[string]bool{
 	"endSessions": true,
 }
 
-// authenticatedAs makes u the connection's user: its operations go to u's
-// upstream pools.
-func (cc *clientConn) authenticatedAs(u *User, mech string) {
+// authenticatedAs makes u, found in us, the connection's user: its
+// operations go to the pools of u's upstream as us has it.
+func (cc *clientConn) authenticatedAs(us *Users, u *User, mech string) {
 	cc.user = u
 	cc.identity = u.DB + "." + u.Name
-	cc.up = cc.p.upstream(u.Upstream)
+	cc.up = us.upstream(cc.p, u.Upstream)
 	cc.p.log.Info("proxy: client authenticated", "conn", cc.id, "remote", cc.nc.RemoteAddr().String(), "user", u.Name, "db", u.DB, "mechanism", mech)
 }
 
@@ -172,9 +240,9 @@ func (cc *clientConn) saslStart(db string, cmd bson.Raw) (bson.Raw, *authError) 
 	if e := cc.rateLimited(db, scramUser(payload)); e != nil {
 		return nil, e
 	}
-	sc := &saslConv{mech: mech, db: db}
-	sc.skipEmpty, _ = cmd.Lookup("options", "skipEmptyExchange").BooleanOK()
 	users := cc.p.users.Load()
+	sc := &saslConv{mech: mech, db: db, users: users}
+	sc.skipEmpty, _ = cmd.Lookup("options", "skipEmptyExchange").BooleanOK()
 	var lookupErr *authError
 	var name string
 	srv, err := hash.NewServer(func(n string) (scram.StoredCredentials, error) {
@@ -241,7 +309,7 @@ func (cc *clientConn) saslContinue(cmd bson.Raw) (bson.Raw, *authError) {
 		if len(payload) != 0 || !sc.conv.Valid() || sc.user == nil {
 			return fail()
 		}
-		cc.authenticatedAs(sc.user, sc.mech)
+		cc.authenticatedAs(sc.users, sc.user, sc.mech)
 		return saslReply(true, nil), nil
 	}
 	out, err := sc.conv.Step(string(payload))
@@ -252,7 +320,7 @@ func (cc *clientConn) saslContinue(cmd bson.Raw) (bson.Raw, *authError) {
 		return saslReply(false, []byte(out)), nil
 	}
 	cc.sasl = nil
-	cc.authenticatedAs(sc.user, sc.mech)
+	cc.authenticatedAs(sc.users, sc.user, sc.mech)
 	return saslReply(true, []byte(out)), nil
 }
 
@@ -281,13 +349,14 @@ func (cc *clientConn) authenticateX509(db string, cmd bson.Raw) (bson.Raw, *auth
 		cc.authFailure(mech, db, name, e)
 		return nil, e
 	}
-	u := cc.p.users.Load().lookup("$external", subject)
+	users := cc.p.users.Load()
+	u := users.lookup("$external", subject)
 	if u == nil || !u.X509 {
 		e := &authError{codeAuthenticationFailed, fmt.Sprintf("Could not find user %q for db \"$external\"", subject)}
 		cc.authFailure(mech, db, subject, e)
 		return nil, e
 	}
-	cc.authenticatedAs(u, mech)
+	cc.authenticatedAs(users, u, mech)
 	idx, doc := bsoncore.AppendDocumentStart(nil)
 	doc = bsoncore.AppendStringElement(doc, "dbname", "$external")
 	doc = bsoncore.AppendStringElement(doc, "user", subject)

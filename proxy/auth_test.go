@@ -360,3 +360,107 @@ func TestUpstreamCredentialRefused(t *testing.T) {
 		t.Errorf("the fail point fired %d times in all, want 2", fired)
 	}
 }
+
+// SetUpstreams replaces an upstream credential's client together with the
+// users: connections authenticated after it are served by the new client;
+// one authenticated before closes between operations, and its driver's next
+// operation, retried on a new connection, is served by the new client too.
+// Users that name an upstream the new set lacks are refused, and nothing
+// changes. A client the proxy still holds that is closed under a connection
+// answers its operations with a clear error, which no driver retries.
+func TestSetUpstreams(t *testing.T) {
+	rs := startReplicaSet(t, 1)
+	primary := rs.Primary()
+	for _, u := range []string{"proxyA", "proxyB"} {
+		if err := primary.AddUser("admin", u, u+"-pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uri := func(user string) string {
+		return "mongodb://" + user + ":" + user + "-pw@" + primary.Addr() + "/?replicaSet=rs0"
+	}
+	client, err := mongopool.NewClient(uri("proxyA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	shared := func(user string) *mongopool.Client {
+		c, err := mongopool.NewClient(uri(user), mongopool.WithSharedTopology(client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	oldReports, newReports := shared("proxyA"), shared("proxyB")
+	users, err := proxy.NewUsers([]proxy.User{mustDerive(t, "bob", "bob-pw", "reports")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, addr := startProxyOf(t, client, proxy.Mongos, proxy.Config{Users: users, Upstreams: map[string]*mongopool.Client{"reports": oldReports}})
+	ctx := testContext(t)
+	checkedOut := func(c *mongopool.Client) (n int64) {
+		for _, pl := range c.Pools() {
+			n += pl.Stats().CheckedOut
+		}
+		return n
+	}
+	find := func(c *mongo.Client) error {
+		err := c.Database("db").Collection("c").FindOne(ctx, bson.D{}).Err()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		return err
+	}
+	// servedBy runs a find on c and reports whether want served it, and
+	// not the other.
+	servedBy := func(c *mongo.Client, want, other *mongopool.Client) bool {
+		t.Helper()
+		w, o := checkedOut(want), checkedOut(other)
+		if err := find(c); err != nil {
+			t.Fatal(err)
+		}
+		return checkedOut(want) == w+1 && checkedOut(other) == o
+	}
+	before := driverClient(t, "mongodb://bob:bob-pw@"+addr+"/?maxPoolSize=1")
+	if !servedBy(before, oldReports, newReports) {
+		t.Fatal("bob's find was not served by the upstream his user names")
+	}
+
+	// A user of an upstream the new set lacks: refused.
+	if err := p.SetUpstreams(map[string]*mongopool.Client{"other": newReports}, nil); err == nil || !strings.Contains(err.Error(), `"reports"`) {
+		t.Fatalf("SetUpstreams without the users' upstream: %v", err)
+	}
+	if p.Upstream("reports") != oldReports || p.Upstream("other") != nil {
+		t.Fatal("a refused SetUpstreams changed the upstreams")
+	}
+
+	if err := p.Pause("reports", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetUpstreams(map[string]*mongopool.Client{"reports": newReports}, users); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.PausedUpstreams(); n != 0 {
+		t.Errorf("the pause of the client SetUpstreams removed goes on: %d paused", n)
+	}
+	if err := oldReports.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := driverClient(t, "mongodb://bob:bob-pw@"+addr+"/?maxPoolSize=1")
+	if !servedBy(after, newReports, oldReports) {
+		t.Error("a connection authenticated after SetUpstreams was not served by the new client")
+	}
+	if !servedBy(before, newReports, oldReports) {
+		t.Error("the driver of a connection authenticated before SetUpstreams was not served by the new client")
+	}
+
+	// The client the proxy holds, closed under its connections.
+	if err := newReports.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var ce mongo.CommandError
+	if err := find(after); !errors.As(err, &ce) || ce.Code != 1 || !strings.Contains(ce.Message, "is closed") {
+		t.Errorf("a closed client the proxy holds: %v, want InternalError saying so", err)
+	}
+}

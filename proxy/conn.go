@@ -68,7 +68,11 @@ type clientConn struct {
 	// up is the client whose pools serve the connection: the proxy's, or,
 	// with authentication, that of the user's upstream credential (nil
 	// until the client authenticates); identity is the user's "db.name".
-	up       *mongopool.Client
+	up *mongopool.Client
+	// hangUp is set when the connection's upstream client was closed
+	// under it (a reload removed it): the connection closes without a
+	// reply, and its driver retries on a new one.
+	hangUp   bool
 	user     *User
 	identity string
 	sasl     *saslConv
@@ -505,6 +509,9 @@ type exchangeOf struct {
 // request was; nothing for a request with moreToCome. It reports whether
 // the connection goes on.
 func (cc *clientConn) reply(ex exchangeOf, body bson.Raw) bool {
+	if cc.hangUp {
+		return false
+	}
 	if a := cc.app.Load(); a != nil && replyCode(body) != 0 {
 		a.errors.Add(1)
 	}

@@ -51,7 +51,8 @@
 // with mongopool.WithSharedTopology of the proxy's, so that one monitor per
 // server serves them all), and its cursors and pinned transactions are its
 // own. Reconfigure changes the
-// limits and SetUsers the users while the proxy runs; Pause and Resume
+// limits, SetUsers the users and SetUpstreams the upstream credentials
+// while the proxy runs; Pause and Resume
 // hold an upstream's new operations for a maintenance; Reconnect replaces
 // an upstream's connections with new ones; Shutdown drains.
 //

@@ -58,18 +58,24 @@ func (p *Proxy) Resume(name string) error {
 	if up == nil {
 		return fmt.Errorf("proxy: Resume: no upstream %q", name)
 	}
+	p.endPause(name, up)
+	return nil
+}
+
+// endPause ends the pause of up, the client of the upstream name, if it is
+// paused.
+func (p *Proxy) endPause(name string, up *mongopool.Client) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ps := p.pauses[up]
 	if ps == nil {
-		return nil
+		return
 	}
 	ps.timer.Stop()
 	close(ps.resumed)
 	delete(p.pauses, up)
 	p.paused.Add(-1)
 	p.log.Warn("proxy: upstream resumed", "upstream", name)
-	return nil
 }
 
 // errReconnect is the cause of Reconnect's clears.

@@ -217,7 +217,8 @@ func (cfg Config) withDefaults() (Config, error) {
 // it with Shutdown or Close.
 type Proxy struct {
 	client    *mongopool.Client
-	cfg       atomic.Pointer[Config] // replaced whole by Reconfigure
+	cfg       atomic.Pointer[Config] // replaced whole by Reconfigure and SetUpstreams, under cfgMu
+	cfgMu     sync.Mutex             // serializes the changes of cfg and users
 	log       *slog.Logger
 	offer     []wire.CompressorID // cfg.Compressors, parsed
 	processID bson.ObjectID       // of the proxy's topologyVersion
@@ -291,10 +292,8 @@ func New(client *mongopool.Client, cfg Config) (*Proxy, error) {
 		id, _ := wire.ParseCompressor(name)
 		p.offer = append(p.offer, id)
 	}
-	for name, c := range cfg.Upstreams {
-		if name == "" || c == nil {
-			return nil, fmt.Errorf("proxy: Config.Upstreams needs a name and a client for each upstream")
-		}
+	if err := checkUpstreams(cfg.Upstreams); err != nil {
+		return nil, err
 	}
 	if cfg.Users != nil {
 		if err := p.SetUsers(cfg.Users); err != nil {
@@ -317,8 +316,10 @@ func (p *Proxy) conf() *Config { return p.cfg.Load() }
 // MaxLongPolls and MaxAuthFailures take effect for the next operation or
 // connection; the other fields must be as they are (zero for their
 // default), or it refuses the change, and changes nothing. Users change
-// with SetUsers.
+// with SetUsers, upstream credentials with SetUpstreams.
 func (p *Proxy) Reconfigure(cfg Config) error {
+	p.cfgMu.Lock()
+	defer p.cfgMu.Unlock()
 	cur := p.conf()
 	cfg.Users, cfg.Upstreams, cfg.Logger = cur.Users, cur.Upstreams, cur.Logger
 	if cfg.Compressors == nil {

@@ -9,6 +9,7 @@ import (
 
 // Codes of the errors the proxy answers itself, MongoDB's.
 const (
+	codeInternalError                 = 1
 	codeBadValue                      = 2
 	codeHostUnreachable               = 6
 	codeFailedToParse                 = 9
@@ -30,6 +31,7 @@ var codeNames = map[int32]string{
 	codeUnauthorized:                  "Unauthorized",
 	codeProtocolError:                 "ProtocolError",
 	codeMechanismUnavailable:          "MechanismUnavailable",
+	codeInternalError:                 "InternalError",
 	codeBadValue:                      "BadValue",
 	codeHostUnreachable:               "HostUnreachable",
 	codeFailedToParse:                 "FailedToParse",

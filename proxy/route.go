@@ -609,6 +609,19 @@ func (cc *clientConn) exchange(ex exchangeOf, req *request, seqs []wire.Sequence
 	case doErr == nil:
 		return nil, server, nil // sent with moreToCome
 	}
+	if errors.Is(doErr, topology.ErrClosed) && p.ctx.Err() == nil && cc.up != p.client {
+		if !p.holdsUpstream(cc.up) {
+			// A reload removed the connection's upstream credential,
+			// and its client was shut down: the connection closes, and
+			// its driver retries on a new one, authenticated anew.
+			cc.hangUp = true
+		} else {
+			// A client the proxy still holds was closed under it: no
+			// retry can help, so none is invited.
+			return nil, server, &upstreamError{code: codeInternalError,
+				msg: "proxy: the client of this connection's upstream credential is closed while the proxy still serves it (Config.Upstreams): reload or restart the proxy"}
+		}
+	}
 	return nil, server, p.classify(doErr, queued, byMaxTime, qctx)
 }
 
@@ -645,6 +658,17 @@ func (p *Proxy) classify(err error, queued, byMaxTime bool, qctx context.Context
 		return &upstreamError{code: codeNetworkTimeout, retry: true, msg: "proxy: " + err.Error()}
 	}
 	return &upstreamError{code: codeHostUnreachable, retry: true, msg: "proxy: " + err.Error()}
+}
+
+// holdsUpstream reports whether c is one of the proxy's upstream clients
+// now.
+func (p *Proxy) holdsUpstream(c *mongopool.Client) bool {
+	for _, u := range p.conf().Upstreams {
+		if u == c {
+			return true
+		}
+	}
+	return c == p.client
 }
 
 // upstreamCredentialRefused reports whether err is a server's refusal of the

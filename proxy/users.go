@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/xdg-go/scram"
+
+	"github.com/mongopool/mongopool"
 )
 
 // The authentication mechanisms a proxy offers its clients.
@@ -72,6 +74,16 @@ func (u *User) mechanisms() []string {
 // Users is a set of users, made by ParseUsers.
 type Users struct {
 	byKey map[userKey]*User
+	// ups are the clients of the upstream credentials, as the proxy had
+	// them when it was given the users (SetUsers, SetUpstreams): a user
+	// found here is served by the client its upstream names here, whatever
+	// a reload stored since.
+	ups map[string]*mongopool.Client
+}
+
+// bound returns us with the upstream clients ups.
+func (us *Users) bound(ups map[string]*mongopool.Client) *Users {
+	return &Users{byKey: us.byKey, ups: ups}
 }
 
 type userKey struct{ db, name string }
