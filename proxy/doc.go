@@ -50,11 +50,10 @@
 // to the pools of its upstream credential (Config.Upstreams: clients made
 // with mongopool.WithSharedTopology of the proxy's, so that one monitor per
 // server serves them all), and its cursors and pinned transactions are its
-// own. Reconfigure changes the
-// limits, SetUsers the users and SetUpstreams the upstream credentials
-// while the proxy runs; Pause and Resume
-// hold an upstream's new operations for a maintenance; Reconnect replaces
-// an upstream's connections with new ones; Shutdown drains.
+// own. Reconfigure changes the limits, SetUsers the users and
+// SetUpstreams the upstream credentials while the proxy runs; Pause and
+// Resume hold an upstream's new operations for a maintenance; Reconnect
+// replaces an upstream's connections with new ones; Shutdown drains.
 //
 // The proxyStatus command (db.adminCommand({proxyStatus: 1}) from mongosh)
 // reports the proxy's clients (by application name and address), its

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,11 @@ type adminServer struct {
 	// draining is set once the proxy drains: /readyz then says so, for
 	// the load balancer or orchestrator to send new clients elsewhere.
 	draining atomic.Bool
+
+	mu sync.Mutex // protects following fields
+	// upstreams are the clients whose pools the dashboard and the metrics
+	// show, by upstream name: a reload replaces them.
+	upstreams map[string]*atomic.Pointer[mongopool.Client]
 }
 
 // newAdmin makes the admin endpoints' dashboard and collector, before the
@@ -45,7 +51,8 @@ func newAdmin() (*adminServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &adminServer{dash: dash, pools: prommetrics.NewCollector(), done: make(chan struct{})}, nil
+	return &adminServer{dash: dash, pools: prommetrics.NewCollector(), done: make(chan struct{}),
+		upstreams: map[string]*atomic.Pointer[mongopool.Client]{}}, nil
 }
 
 // sourceName is the name of an upstream's pools on the dashboard and in
@@ -67,13 +74,28 @@ func (a *adminServer) eventHandler(upstream string) []pool.Option {
 	return []pool.Option{pool.WithEventHandler(a.dash.EventHandler(sourceName(upstream)))}
 }
 
-// addUpstream shows an upstream's pools on the dashboard and in the
-// metrics.
-func (a *adminServer) addUpstream(upstream string, c *mongopool.Client) error {
-	if err := a.pools.AddSource(sourceName(upstream), c.Pools); err != nil {
-		return err
+// setUpstream shows the pools of c, the client of the upstream credential
+// named upstream, on the dashboard and in the metrics, in place of its
+// client before, if any; a nil c shows none (a reload removed it).
+func (a *adminServer) setUpstream(upstream string, c *mongopool.Client) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if cur, ok := a.upstreams[upstream]; ok {
+		cur.Store(c)
+		return
 	}
-	return a.dash.AddSource(sourceName(upstream), c.Pools)
+	cur := new(atomic.Pointer[mongopool.Client])
+	cur.Store(c)
+	a.upstreams[upstream] = cur
+	pools := func() []*pool.Pool {
+		if c := cur.Load(); c != nil {
+			return c.Pools()
+		}
+		return nil
+	}
+	// The names are the proxy's own, each added once: neither can refuse.
+	a.pools.AddSource(sourceName(upstream), pools)
+	a.dash.AddSource(sourceName(upstream), pools)
 }
 
 // serve serves the admin endpoints on ln.

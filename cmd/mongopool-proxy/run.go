@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.upstream, "upstream", "", "the `URI` of the deployment to proxy (mongodb:// or mongodb+srv://, with its options: maxPoolSize, tls, compressors, the proxy's credentials...); none: an in-process test replica set")
-	fs.Var(&o.upstreamAs, "upstream-as", "`NAME=URI`: another upstream credential, with pools of its own, that users of the users file name (repeatable)")
+	fs.Var(&o.upstreamAs, "upstream-as", "`NAME=URI`: another upstream credential of the same deployment, with pools of its own and -upstream's monitors, that users of the users file name (repeatable)")
 	fs.Var(&o.listen, "listen", "an `address` to serve clients on as a mongos, host:port or a Unix socket's path (absolute, or ending in .sock; clients connect to mongodb://%2Fpath%2Fto%2Fit.sock/) (repeatable; default 127.0.0.1:27018 when no listener is given)")
 	fs.Func("unix-socket-mode", "the file `mode` of Unix socket listeners, in octal (default 0777: every local user may connect, as to a loopback port; 0770 keeps to the owner and group)", func(s string) error {
 		m, err := strconv.ParseUint(s, 8, 32)
@@ -90,7 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.admin, "admin", "127.0.0.1:9218", "the `address` of the admin HTTP listener: /metrics (Prometheus), /dashboard/, /status (proxyStatus as JSON), /healthz and /readyz (for orchestrators and load balancers), POST /pause, /resume and /reconnect; empty: none. Keep it on loopback or a private network: it has no authentication")
 	fs.StringVar(&o.usersFile, "users", "", "the users `file` (JSON; entries from the user subcommand): clients must authenticate as one of them; reloaded on SIGHUP")
-	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxPinned, maxAuthFailures, maxPoolSize, busyPoll, slowOp) over the flags'; reloaded on SIGHUP")
+	fs.StringVar(&o.configFile, "config", "", "a `file` of limits in JSON (maxClients, maxQueued, queueTimeout, electionHold, maxLongPolls, maxPinned, maxAuthFailures, maxPoolSize, busyPoll, slowOp) over the flags', and upstream credentials (upstreams: {NAME: URI}, as -upstream-as); reloaded on SIGHUP")
 	fs.Var(&o.tlsCerts, "tls-cert", "a PEM certificate `file` for the clients' TLS (repeatable, each with its -tls-key: the client's server name picks one); reloaded on SIGHUP")
 	fs.Var(&o.tlsKeys, "tls-key", "the PEM key `file` of the -tls-cert of the same rank")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a PEM `file` of the CAs that sign client certificates (for MONGODB-X509); reloaded on SIGHUP")
@@ -198,6 +198,7 @@ type reloadable struct {
 	busyPoll    time.Duration
 	users       *proxy.Users
 	tls         *tls.Config
+	upstreams   map[string]string // the config file's, NAME to URI
 }
 
 // load reads the configuration files.
@@ -267,6 +268,9 @@ type configFile struct {
 	MaxPoolSize     *int    `json:"maxPoolSize"`
 	BusyPoll        *string `json:"busyPoll"`
 	SlowOp          *string `json:"slowOp"`
+	// Upstreams are upstream credentials, NAME to URI, as -upstream-as
+	// gives them, but reloaded: a reload adds, replaces and removes them.
+	Upstreams map[string]string `json:"upstreams"`
 }
 
 func applyConfigFile(path string, r *reloadable) error {
@@ -302,6 +306,12 @@ func applyConfigFile(path string, r *reloadable) error {
 	set(f.MaxPinned, &r.cfg.MaxPinned)
 	set(f.MaxAuthFailures, &r.cfg.MaxAuthFailures)
 	set(f.MaxPoolSize, &r.maxPoolSize)
+	for name, uri := range f.Upstreams {
+		if name == "" || uri == "" {
+			return fmt.Errorf("-config %s: upstreams: give each a name and a URI", path)
+		}
+	}
+	r.upstreams = f.Upstreams
 	if err := dur("queueTimeout", f.QueueTimeout, &r.cfg.QueueTimeout); err != nil {
 		return err
 	}
@@ -363,52 +373,58 @@ func serve(ctx context.Context, o *flags, log *slog.Logger, stdout io.Writer, re
 			admin.close(ctx)
 		}()
 	}
-	newClient := func(what, name, uri string, more ...mongopool.ClientOption) (*mongopool.Client, error) {
+	newClient := func(what, name, uri string, maxPoolSize int, more ...mongopool.ClientOption) (*mongopool.Client, error) {
 		popts := admin.eventHandler(name)
-		if conf.maxPoolSize > 0 {
-			popts = append(popts, pool.WithMaxPoolSize(conf.maxPoolSize))
+		if maxPoolSize > 0 {
+			popts = append(popts, pool.WithMaxPoolSize(maxPoolSize))
 		}
 		c, err := mongopool.NewClient(uri, append([]mongopool.ClientOption{mongopool.WithLogger(log), mongopool.WithPoolOptions(popts...),
 			mongopool.WithBusyPoller(o.cfg.BusyPoller)}, more...)...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if admin != nil {
-			if err := admin.addUpstream(name, c); err != nil {
-				c.Close()
-				return nil, err
-			}
-		}
 		return c, nil
 	}
-	client, err := newClient("-upstream", "", uri)
+	client, err := newClient("-upstream", "", uri, conf.maxPoolSize)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	clients := []*mongopool.Client{client}
-	cfg := conf.cfg
-	cfg.Users = conf.users
+	// The credentials' pools share the -upstream client's topology: one
+	// monitor per server, however many credentials.
+	ups := &upstreams{fixed: map[string]*mongopool.Client{},
+		make: func(what, name, uri string, maxPoolSize int) (*mongopool.Client, error) {
+			return newClient(what, name, uri, maxPoolSize, mongopool.WithSharedTopology(client))
+		}}
 	for _, spec := range o.upstreamAs {
 		name, u, ok := strings.Cut(spec, "=")
 		if !ok || name == "" || u == "" {
 			return fmt.Errorf("-upstream-as %q: want NAME=URI", spec)
 		}
-		if cfg.Upstreams == nil {
-			cfg.Upstreams = map[string]*mongopool.Client{}
-		}
-		if _, dup := cfg.Upstreams[name]; dup {
+		if _, dup := ups.fixed[name]; dup {
 			return fmt.Errorf("-upstream-as: %q is given twice", name)
 		}
-		// The credentials' pools share the -upstream client's topology:
-		// one monitor per server, however many credentials.
-		c, err := newClient("-upstream-as "+name, name, u, mongopool.WithSharedTopology(client))
+		c, err := ups.make("-upstream-as "+name, name, u, conf.maxPoolSize)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		cfg.Upstreams[name] = c
-		clients = append(clients, c)
+		ups.fixed[name] = c
+	}
+	loaded, err := ups.plan(conf.upstreams, conf.maxPoolSize)
+	if err != nil {
+		return err
+	}
+	ups.commit(loaded, o.shutdownTimeout)
+	defer ups.close()
+	cfg := conf.cfg
+	cfg.Users = conf.users
+	cfg.Upstreams = ups.all(loaded)
+	if admin != nil {
+		admin.setUpstream("", client)
+		for name, c := range cfg.Upstreams {
+			admin.setUpstream(name, c)
+		}
 	}
 	p, err := proxy.New(client, cfg)
 	if err != nil {
@@ -493,7 +509,7 @@ loop:
 			log.Error("a listener failed; draining", "error", serveErr)
 			break loop
 		case <-reload:
-			if err := applyReload(o, p, clients, &tlsConf); err != nil {
+			if err := applyReload(o, p, client, ups, admin, &tlsConf); err != nil {
 				log.Error("reload refused; the running configuration is kept", "error", err)
 				fmt.Fprintf(stdout, "reload refused: %v\n", err)
 			} else {
@@ -520,8 +536,10 @@ loop:
 }
 
 // applyReload reads the configuration files again and applies them: all
-// of them, or, when one is bad, none.
-func applyReload(o *flags, p *proxy.Proxy, clients []*mongopool.Client, tlsConf *atomic.Pointer[tls.Config]) error {
+// of them, or, when one is bad, none. The config file's upstream
+// credentials that are new or changed get clients first; those it no longer
+// names are shut down once the users no longer reach them.
+func applyReload(o *flags, p *proxy.Proxy, client *mongopool.Client, ups *upstreams, admin *adminServer, tlsConf *atomic.Pointer[tls.Config]) error {
 	conf, err := o.load()
 	if err != nil {
 		return err
@@ -532,17 +550,31 @@ func applyReload(o *flags, p *proxy.Proxy, clients []*mongopool.Client, tlsConf 
 	if (conf.users == nil) != (o.usersFile == "") {
 		return errors.New("the users file is gone")
 	}
-	if err := p.Reconfigure(conf.cfg); err != nil {
+	ch, err := ups.plan(conf.upstreams, conf.maxPoolSize)
+	if err != nil {
 		return err
 	}
-	conf.cfg.BusyPoller.SetBudget(conf.busyPoll)
-	if conf.users != nil {
-		if err := p.SetUsers(conf.users); err != nil {
-			return err
+	if err := p.Reconfigure(conf.cfg); err != nil {
+		ch.abort()
+		return err
+	}
+	next := ups.all(ch)
+	if err := p.SetUpstreams(next, conf.users); err != nil {
+		ch.abort()
+		return err
+	}
+	ups.commit(ch, o.shutdownTimeout)
+	if admin != nil {
+		for name := range ch.retired {
+			admin.setUpstream(name, nil)
+		}
+		for name, c := range next {
+			admin.setUpstream(name, c)
 		}
 	}
+	conf.cfg.BusyPoller.SetBudget(conf.busyPoll)
 	if conf.maxPoolSize > 0 {
-		for _, c := range clients {
+		for _, c := range append(ups.clients(), client) {
 			if err := c.Reconfigure(pool.WithMaxPoolSize(conf.maxPoolSize)); err != nil {
 				return fmt.Errorf("maxPoolSize: %w", err)
 			}
@@ -560,7 +592,7 @@ func runUser(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mongopool-proxy user", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "admin", "the user's authentication database")
-	upstream := fs.String("upstream", "", "the upstream credential (an -upstream-as NAME) whose pools serve the user; empty: -upstream's")
+	upstream := fs.String("upstream", "", "the upstream credential (an -upstream-as NAME, or one of the config file's upstreams) whose pools serve the user; empty: -upstream's")
 	mechs := fs.String("mechanisms", "SCRAM-SHA-256", "the mechanisms, comma-separated: SCRAM-SHA-256, SCRAM-SHA-1")
 	admin := fs.Bool("admin", false, "the user may pause and resume the proxy's upstreams (proxyPause, proxyResume)")
 	fs.Usage = func() {

@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
@@ -72,5 +77,82 @@ func TestUpstreamCredentials(t *testing.T) {
 		"-upstream-as", "reports=mongodb://proxyB:proxyB-pw@127.0.0.1:1/?replicaSet=rs0"}, io.Discard, &stderr)
 	if code == 0 || !strings.Contains(stderr.String(), "-upstream-as reports") || !strings.Contains(stderr.String(), "the hosts differ") {
 		t.Errorf("an -upstream-as of another deployment: exit %d, %s", code, stderr.String())
+	}
+}
+
+// TestReloadUpstreams reloads the config file's upstream credentials: a
+// reload that changes one's URI replaces its client, and the users' next
+// operations reach the servers with the new credential (here a wrong
+// password, then a good one again); a reload that removes one that a user
+// still names, or gives one an -upstream-as has, is refused, and the
+// running configuration stays.
+func TestReloadUpstreams(t *testing.T) {
+	rs := startRS(t)
+	primary := rs.Primary()
+	for _, u := range []string{"proxyA", "proxyB"} {
+		if err := primary.AddUser("admin", u, u+"-pw"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	uri := func(user, password string) string {
+		return "mongodb://" + user + ":" + password + "@" + primary.Addr() + "/?replicaSet=rs0"
+	}
+	dir := t.TempDir()
+	users, config := filepath.Join(dir, "users.json"), filepath.Join(dir, "config.json")
+	writeFile(t, users, map[string]any{"users": []proxy.User{deriveWithCommand(t, "bob-pw", "-upstream", "reports", "bob")}})
+	writeFile(t, config, map[string]any{"upstreams": map[string]string{"reports": uri("proxyB", "proxyB-pw")}})
+	d := startDaemon(t, "-upstream", uri("proxyA", "proxyA-pw"), "-upstream-as", "fixed="+uri("proxyA", "proxyA-pw"),
+		"-listen", "127.0.0.1:0", "-users", users, "-config", config)
+	bob, err := mongo.Connect(options.Client().ApplyURI("mongodb://bob:bob-pw@" + d.addr + "/").SetServerSelectionTimeout(3 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bob.Disconnect(context.Background()) })
+	find := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := bob.Database("db").Collection("c").FindOne(ctx, bson.D{}).Err()
+		if errors.Is(err, mongo.ErrNoDocuments) {
+			return nil
+		}
+		return err
+	}
+	if err := find(); err != nil {
+		t.Fatal(err)
+	}
+
+	writeFile(t, config, map[string]any{"upstreams": map[string]string{"reports": uri("proxyB", "wrong")}})
+	if out := d.doReload(); out != "reloaded" {
+		t.Fatalf("reload: %s", out)
+	}
+	if err := find(); err == nil || !strings.Contains(err.Error(), "refused the proxy's upstream credential") {
+		t.Fatalf("after a reload gave reports a wrong password: %v", err)
+	}
+	writeFile(t, config, map[string]any{"upstreams": map[string]string{"reports": uri("proxyB", "proxyB-pw")}})
+	if out := d.doReload(); out != "reloaded" {
+		t.Fatalf("reload: %s", out)
+	}
+	if err := find(); err != nil {
+		t.Fatalf("after a reload gave reports its password back: %v", err)
+	}
+
+	for _, c := range []struct {
+		upstreams map[string]string
+		want      string
+	}{
+		{map[string]string{}, `"reports"`},
+		{map[string]string{"reports": uri("proxyB", "proxyB-pw"), "fixed": uri("proxyB", "proxyB-pw")}, "-upstream-as"},
+		{map[string]string{"reports": "mongodb://proxyB:proxyB-pw@127.0.0.1:1/?replicaSet=rs0"}, "the hosts differ"},
+	} {
+		writeFile(t, config, map[string]any{"upstreams": c.upstreams})
+		if out := d.doReload(); !strings.HasPrefix(out, "reload refused") || !strings.Contains(out, c.want) {
+			t.Errorf("a reload of upstreams %v: %s, want it refused saying %s", c.upstreams, out, c.want)
+		}
+		if err := find(); err != nil {
+			t.Fatalf("after a refused reload: %v", err)
+		}
+	}
+	if code := d.stop(); code != 0 {
+		t.Fatalf("exit %d", code)
 	}
 }
