@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -168,7 +169,7 @@ func TestPoolSetFollowsTheTopology(t *testing.T) {
 	h.mu.Lock()
 	pb := pools["b:1"]
 	h.mu.Unlock()
-	waitFor(t, func() bool { return h.state(pb) == "closed" }, "the set's pool of b:1 to close")
+	testkit.WaitFor(t, "the set's pool of b:1 to close", func() bool { return h.state(pb) == "closed" })
 
 	// The set's Close closes its pools; the topology's stay, and a set
 	// added later has pools of its own.
@@ -197,14 +198,14 @@ func TestPoolSetFollowsTheTopology(t *testing.T) {
 	}
 }
 
-// The server refusing a set's credential clears that set's pool alone: the
-// server stays as it is, the topology's pool ready, and the set's pool is
-// made ready again after minHeartbeatFrequencyMS. The topology's own pool
-// meeting the same error marks the server Unknown, as the rules say.
-func TestPoolSetCredentialRefused(t *testing.T) {
+// failingSet returns a harness whose a:1 is a selectable primary, with a
+// PoolSet whose authentications fail with code, its connector, and a:1;
+// the events so far are taken.
+func failingSet(t *testing.T, code int32) (*harness, *PoolSet, *setConnector, *Server) {
+	t.Helper()
 	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
 	h.check("a:1", primaryHello("a:1"))
-	conn := &setConnector{code: 18}
+	conn := &setConnector{code: code}
 	ps, _ := h.addSet(conn)
 	h.take()
 	h.takePools()
@@ -213,6 +214,15 @@ func TestPoolSetCredentialRefused(t *testing.T) {
 	if !ok {
 		t.Fatal("a:1 is not selectable")
 	}
+	return h, ps, conn, s
+}
+
+// The server refusing a set's credential clears that set's pool alone: the
+// server stays as it is, the topology's pool ready, and the set's pool is
+// made ready again after minHeartbeatFrequencyMS. The topology's own pool
+// meeting the same error marks the server Unknown, as the rules say.
+func TestPoolSetCredentialRefused(t *testing.T) {
+	h, ps, conn, s := failingSet(t, 18)
 	_, err := ps.Pool(s).CheckOut(ctx(t))
 	var ce *pool.ConnectionError
 	if !errors.As(err, &ce) || !ce.DuringAuth {
@@ -225,7 +235,7 @@ func TestPoolSetCredentialRefused(t *testing.T) {
 		t.Errorf("the topology's pool is %s", st)
 	}
 	conn.set(0)
-	waitFor(t, func() bool { return h.state(ps.Pool(s)) == "ready" }, "the set's pool to be ready again")
+	testkit.WaitFor(t, "the set's pool to be ready again", func() bool { return h.state(ps.Pool(s)) == "ready" })
 	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1\nConnectionPoolReady set/a:1" {
 		t.Errorf("the set's pool events:\n%s", got)
 	}
@@ -264,14 +274,7 @@ func TestPoolSetCredentialRefused(t *testing.T) {
 // progress") is the server's, not the credential's: the server is marked
 // Unknown and every pool of it cleared.
 func TestPoolSetStateChangeWhileAuthenticating(t *testing.T) {
-	h := newHarness(t, Settings{Seeds: []string{"a:1"}})
-	h.check("a:1", primaryHello("a:1"))
-	conn := &setConnector{code: 91}
-	ps, _ := h.addSet(conn)
-	h.take()
-	h.takePools()
-	h.takeSet(ps)
-	s, _ := h.topo.Server("a:1")
+	h, ps, _, s := failingSet(t, 91)
 	if _, err := ps.Pool(s).CheckOut(ctx(t)); err == nil {
 		t.Fatal("the check-out succeeded")
 	}

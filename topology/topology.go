@@ -550,20 +550,16 @@ func (t *Topology) carryOutLocked(s *Server, d decision, cause error, ps *PoolSe
 			cause = d.Server.Error
 		}
 		o := pool.ClearOptions{InterruptInUse: d.InterruptInUse, Cause: cause, ServiceID: svc}
+		var buf [4]*pool.Pool
+		var pools []*pool.Pool
 		if d.OwnPoolOnly {
-			if p := ps.pool(s); p != nil {
-				p.Clear(o)
-			}
+			pools = append(buf[:0], ps.pool(s))
 		} else {
-			if p := s.pool.Load(); p != nil {
+			pools = s.appendPools(buf[:0])
+		}
+		for _, p := range pools {
+			if p != nil {
 				p.Clear(o)
-			}
-			if more := s.more.Load(); more != nil {
-				for _, sp := range *more {
-					if sp.pool != nil {
-						sp.pool.Clear(o)
-					}
-				}
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/pool"
 	"github.com/mongopool/mongopool/wire"
 )
@@ -303,7 +304,7 @@ func TestDiscoveryMakesPoolsReady(t *testing.T) {
 		}
 		got <- s
 	}()
-	waitFor(t, func() bool { r, _, _ := h.monitor("b:1").counts(); return r > 0 }, "the waiting selection to ask for checks")
+	testkit.WaitFor(t, "the waiting selection to ask for checks", func() bool { r, _, _ := h.monitor("b:1").counts(); return r > 0 })
 	h.check("b:1", secondaryHello("a:1", "b:1", "c:1"))
 	select {
 	case s := <-got:
@@ -315,17 +316,6 @@ func TestDiscoveryMakesPoolsReady(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the selection did not wake when the secondary was found")
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -343,11 +333,11 @@ func TestRemovedServerIsClosed(t *testing.T) {
 	}
 	// The monitor and the pool are closed on a goroutine of the
 	// topology's, which Close waits for.
-	waitFor(t, func() bool { _, _, closed := h.monitor("b:1").counts(); return closed > 0 }, "the monitor of b:1 to be closed")
+	testkit.WaitFor(t, "the monitor of b:1 to be closed", func() bool { _, _, closed := h.monitor("b:1").counts(); return closed > 0 })
 	h.mu.Lock()
 	pb := h.pools["b:1"]
 	h.mu.Unlock()
-	waitFor(t, func() bool { return pb.Stats().State == "closed" }, "the pool of b:1 to be closed")
+	testkit.WaitFor(t, "the pool of b:1 to be closed", func() bool { return pb.Stats().State == "closed" })
 	if err := pb.Flush(ctx(t)); err != nil { // b:1 is no longer the topology's: its own flush
 		t.Fatal(err)
 	}
@@ -601,7 +591,7 @@ func TestSelectionKeepsAskingForChecks(t *testing.T) {
 		}
 		done <- err
 	}()
-	waitFor(t, func() bool { r, _, _ := h.monitor("a:1").counts(); return r >= 3 }, "three requests for a check")
+	testkit.WaitFor(t, "three requests for a check", func() bool { r, _, _ := h.monitor("a:1").counts(); return r >= 3 })
 	h.check("a:1", primaryHello("a:1"))
 	select {
 	case err := <-done:

@@ -9,11 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongopool/mongopool"
 	"github.com/mongopool/mongopool/internal/testkit"
 	"github.com/mongopool/mongopool/proxy"
 )
@@ -155,4 +158,42 @@ func TestReloadUpstreams(t *testing.T) {
 	if code := d.stop(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+}
+
+// The admin listener's metrics show the pools of an upstream's client now:
+// a reload that replaces or removes it changes what they show, under the
+// same name.
+func TestAdminFollowsUpstreamClients(t *testing.T) {
+	rs := startRS(t)
+	a, err := newAdmin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := mongopool.Connect(t.Context(), rs.URI())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, step := range []struct {
+		c    *mongopool.Client
+		want bool
+	}{{c, true}, {nil, false}, {c, true}} {
+		a.setUpstream("reports", step.c)
+		n, err := testutil.GatherAndCount(registry(t, a), "mongopool_connections")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != step.want {
+			t.Errorf("with client %p: %d series of the upstream's pools", step.c, n)
+		}
+	}
+}
+
+func registry(t *testing.T, a *adminServer) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(a.pools); err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }
