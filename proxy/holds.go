@@ -215,11 +215,14 @@ func (hs *holds) expire(now time.Time, all bool) {
 
 // opensCursor reports whether req may leave a cursor open on its server:
 // its getMores would then have to follow it over its connection. These are
-// the commands whose replies carry a cursor (the find, getMore and
-// killCursors specification's and the index and collection listings).
+// the commands whose replies carry a cursor: the find, getMore and
+// killCursors specification's, the index and collection listings, the
+// results of bulkWrite (whose getMores, the bulk write specification says,
+// go over the connection of the command behind a load balancer) and those
+// of checkMetadataConsistency.
 func opensCursor(req *request) bool {
 	switch req.name {
-	case "find", "aggregate", "listCollections", "listIndexes", "listSearchIndexes":
+	case "find", "aggregate", "listCollections", "listIndexes", "listSearchIndexes", "bulkWrite", "checkMetadataConsistency":
 	default:
 		return false
 	}

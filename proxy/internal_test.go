@@ -235,3 +235,35 @@ func TestLBHelloDoesNotWaitForAConnection(t *testing.T) {
 	}
 	held.Close() // the background learning gets it now
 }
+
+// The commands that may leave a cursor open hold their connection behind a
+// load balancer; the others, and a single batch, do not.
+func TestOpensCursor(t *testing.T) {
+	for _, c := range []struct {
+		cmd  bson.D
+		want bool
+	}{
+		{bson.D{{Key: "find", Value: "c"}}, true},
+		{bson.D{{Key: "find", Value: "c"}, {Key: "singleBatch", Value: true}}, false},
+		{bson.D{{Key: "aggregate", Value: "c"}, {Key: "pipeline", Value: bson.A{}}}, true},
+		{bson.D{{Key: "listCollections", Value: 1}}, true},
+		{bson.D{{Key: "listIndexes", Value: "c"}}, true},
+		{bson.D{{Key: "listSearchIndexes", Value: "c"}}, true},
+		{bson.D{{Key: "bulkWrite", Value: 1}, {Key: "ops", Value: bson.A{}}, {Key: "nsInfo", Value: bson.A{}}}, true},
+		{bson.D{{Key: "checkMetadataConsistency", Value: 1}}, true},
+		{bson.D{{Key: "insert", Value: "c"}}, false},
+		{bson.D{{Key: "count", Value: "c"}}, false},
+	} {
+		body, err := bson.Marshal(append(c.cmd, bson.E{Key: "$db", Value: "admin"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := parseRequest(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := opensCursor(&req); got != c.want {
+			t.Errorf("%s: opensCursor %v, want %v", c.cmd[0].Key, got, c.want)
+		}
+	}
+}
