@@ -155,6 +155,10 @@ func TestReloadUpstreams(t *testing.T) {
 			t.Fatalf("after a refused reload: %v", err)
 		}
 	}
+	// The driver first, while the proxy answers its endSessions.
+	if err := bob.Disconnect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if code := d.stop(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
