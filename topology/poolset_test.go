@@ -141,15 +141,7 @@ func TestPoolSetFollowsTheTopology(t *testing.T) {
 	// A network error on the set's connection marks the server Unknown
 	// and clears every pool of it.
 	ps.OperationFailed(s, 0, nil, true, io.ErrUnexpectedEOF)
-	if got := h.take(); !strings.Contains(got, "ServerDescriptionChanged a:1 RSPrimary->Unknown") {
-		t.Errorf("the set's network error did not mark a:1 Unknown:\n%s", got)
-	}
-	if got := h.takePools(); got != "ConnectionPoolCleared a:1" {
-		t.Errorf("the topology's pool events:\n%s", got)
-	}
-	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1" {
-		t.Errorf("the set's pool events:\n%s", got)
-	}
+	h.wantUnknownAndCleared(ps, "a set's network error")
 	// Its generation is the set pool's: the same error again is stale.
 	ps.OperationFailed(s, 0, nil, true, io.ErrUnexpectedEOF)
 	h.check("a:1", primaryHello("a:1", "b:1"))
@@ -278,13 +270,20 @@ func TestPoolSetStateChangeWhileAuthenticating(t *testing.T) {
 	if _, err := ps.Pool(s).CheckOut(ctx(t)); err == nil {
 		t.Fatal("the check-out succeeded")
 	}
+	h.wantUnknownAndCleared(ps, "a shutdown while authenticating")
+}
+
+// wantUnknownAndCleared checks that, after what, a:1 was marked Unknown and
+// both its pools, the topology's and ps's, were cleared.
+func (h *harness) wantUnknownAndCleared(ps *PoolSet, what string) {
+	h.t.Helper()
 	if got := h.take(); !strings.Contains(got, "ServerDescriptionChanged a:1 RSPrimary->Unknown") {
-		t.Errorf("the server was not marked Unknown:\n%s", got)
+		h.t.Errorf("%s did not mark a:1 Unknown:\n%s", what, got)
 	}
 	if got := h.takePools(); got != "ConnectionPoolCleared a:1" {
-		t.Errorf("the topology's pool events:\n%s", got)
+		h.t.Errorf("after %s, the topology's pool events:\n%s", what, got)
 	}
 	if got := h.takeSet(ps); got != "ConnectionPoolCleared set/a:1" {
-		t.Errorf("the set's pool events:\n%s", got)
+		h.t.Errorf("after %s, the set's pool events:\n%s", what, got)
 	}
 }
