@@ -133,7 +133,7 @@ func TestHandlerMayWriteWhenThePrimaryIsLost(t *testing.T) {
 			wrote <- err
 		})
 	}
-	c = newClient(t, rs.URI()+"&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=5000", mongopool.WithTopologyEventHandler(handler))
+	c = newClient(t, rs.URI()+"&heartbeatFrequencyMS=500&serverSelectionTimeoutMS=20000", mongopool.WithTopologyEventHandler(handler))
 	close(ready)
 	waitTopology(t, c, "a primary", func(d topology.Description) bool { return d.Type == topology.ReplicaSetWithPrimary })
 	old := rs.Primary().Addr()

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -149,7 +148,7 @@ func TestDriverAdvertisedHosts(t *testing.T) {
 	})
 	w := newTopologyWatch()
 	client := connectWith(t, options.Client().ApplyURI("mongodb://"+names[1]+"/?replicaSet=rs0").
-		SetDialer(dial).SetServerMonitor(w.monitor()).SetServerSelectionTimeout(5*time.Second))
+		SetDialer(dial).SetServerMonitor(w.monitor()).SetServerSelectionTimeout(testTimeout))
 	if _, err := client.Database("x").Collection("c").InsertOne(ctx(t), bson.D{{Key: "a", Value: 1}}); err != nil {
 		t.Fatalf("InsertOne: %v", err)
 	}

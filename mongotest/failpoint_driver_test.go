@@ -24,7 +24,7 @@ func connectApp(t *testing.T, srv *mongotest.Server, app string, more ...*option
 	t.Helper()
 	opts := options.Client().ApplyURI(srv.URI()).SetAppName(app).
 		SetRetryReads(false).SetRetryWrites(false).
-		SetServerSelectionTimeout(5 * time.Second)
+		SetServerSelectionTimeout(testTimeout)
 	return connectWith(t, append([]*options.ClientOptions{opts}, more...)...)
 }
 

@@ -3,7 +3,6 @@ package mongotest_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -66,7 +65,7 @@ func TestDriverMongos(t *testing.T) {
 	a, b := start(t, mongotest.WithMongos()), start(t, mongotest.WithMongos())
 	w := newTopologyWatch()
 	client := connectWith(t, options.Client().ApplyURI("mongodb://"+a.Addr()+","+b.Addr()+"/").
-		SetServerMonitor(w.monitor()).SetServerSelectionTimeout(5*time.Second))
+		SetServerMonitor(w.monitor()).SetServerSelectionTimeout(testTimeout))
 	if _, err := client.Database("x").Collection("c").InsertOne(ctx(t), bson.D{{Key: "a", Value: 1}}); err != nil {
 		t.Fatalf("InsertOne: %v", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/mongopool/mongopool/mongotest"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -50,7 +49,7 @@ func databasesOn(t *testing.T, sc *mongotest.ShardedCluster) (string, string) {
 func TestShardedClusterWithDriver(t *testing.T) {
 	sc := startCluster(t, 2, 2)
 	var events []string
-	client := connectWith(t, options.Client().ApplyURI(sc.URI()).SetServerSelectionTimeout(5*time.Second).
+	client := connectWith(t, options.Client().ApplyURI(sc.URI()).SetServerSelectionTimeout(testTimeout).
 		SetMonitor(&event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
 			if e.CommandName == "find" || e.CommandName == "getMore" {
 				events = append(events, e.ConnectionID)
@@ -138,7 +137,7 @@ func TestShardedClusterWithDriver(t *testing.T) {
 func TestShardedClusterFailover(t *testing.T) {
 	sc := startCluster(t, 2, 1, mongotest.WithShardMembers(3))
 	w := newTopologyWatch()
-	client := connectWith(t, options.Client().ApplyURI(sc.URI()+"?serverSelectionTimeoutMS=5000&heartbeatFrequencyMS=500").SetServerMonitor(w.monitor()))
+	client := connectWith(t, options.Client().ApplyURI(sc.URI()+"?serverSelectionTimeoutMS=20000&heartbeatFrequencyMS=500").SetServerMonitor(w.monitor()))
 	c := ctx(t)
 	coll := client.Database("x").Collection("c")
 	if _, err := coll.InsertOne(c, bson.D{{Key: "_id", Value: 1}}); err != nil {

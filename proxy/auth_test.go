@@ -86,7 +86,7 @@ func TestClientAuthentication(t *testing.T) {
 	}
 	// A wrong password, an unknown user: Authentication failed.
 	for _, uri := range []string{"mongodb://alice:wrong@" + addr + "/", "mongodb://nobody:x@" + addr + "/"} {
-		cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(2 * time.Second))
+		cl, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(20 * time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestFailedAuthenticationLogged(t *testing.T) {
 	var log lockedLog
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	_, addr := startAuthProxy(t, rs.URI(), []proxy.User{mustDerive(t, "alice", "right-pw", "")}, nil, proxy.Config{Logger: logger})
-	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://alice:wrong-s3cret@" + addr + "/").SetServerSelectionTimeout(2 * time.Second))
+	cl, err := mongo.Connect(options.Client().ApplyURI("mongodb://alice:wrong-s3cret@" + addr + "/").SetServerSelectionTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

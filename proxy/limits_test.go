@@ -255,7 +255,7 @@ func TestStateChangeErrorsDoNotMarkTheProxyUnknown(t *testing.T) {
 		}
 	}}
 	ctx := testContext(t)
-	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?retryWrites=false").SetServerMonitor(monitor).SetServerSelectionTimeout(5 * time.Second))
+	c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/?retryWrites=false").SetServerMonitor(monitor).SetServerSelectionTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

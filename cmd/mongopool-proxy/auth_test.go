@@ -121,7 +121,7 @@ func TestAuthenticationOverTLS(t *testing.T) {
 	defer cancel()
 	connect := func(uri string) *mongo.Client {
 		t.Helper()
-		c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(5 * time.Second))
+		c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(20 * time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestUnauthorizedHasCodeName(t *testing.T) {
 	a := startAuthProxy(t, "", io.Discard)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	c, err := mongo.Connect(options.Client().ApplyURI(a.uri("", "")).SetServerSelectionTimeout(5 * time.Second))
+	c, err := mongo.Connect(options.Client().ApplyURI(a.uri("", "")).SetServerSelectionTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func deriveWithCommand(t *testing.T, password string, args ...string) proxy.User
 
 func connectAs(t *testing.T, uri string) (*mongo.Client, error) {
 	t.Helper()
-	c, err := mongo.Connect(options.Client().ApplyURI(uri).SetServerSelectionTimeout(3 * time.Second))
+	c, err := mongo.Connect(options.Client().SetServerSelectionTimeout(20 * time.Second).ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestTLSAndX509(t *testing.T) {
 	if _, err := connectAs(t, "mongodb://"+d.addr+"/?authMechanism=MONGODB-X509&"+tlsOpts+"&tlsCertificateKeyFile="+pki.ClientFile); err != nil && err != mongo.ErrNoDocuments {
 		t.Fatalf("X.509: %v", err)
 	}
-	if _, err := connectAs(t, "mongodb://app:pw@"+d.addr+"/"); err == nil {
+	if _, err := connectAs(t, "mongodb://app:pw@"+d.addr+"/?serverSelectionTimeoutMS=3000"); err == nil {
 		t.Fatal("a plain TCP client of a TLS listener got in")
 	}
 	// The certificate files are read again at a reload: a new PKI's

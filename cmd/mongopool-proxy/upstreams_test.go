@@ -106,7 +106,7 @@ func TestReloadUpstreams(t *testing.T) {
 	writeFile(t, config, map[string]any{"upstreams": map[string]string{"reports": uri("proxyB", "proxyB-pw")}})
 	d := startDaemon(t, "-upstream", uri("proxyA", "proxyA-pw"), "-upstream-as", "fixed="+uri("proxyA", "proxyA-pw"),
 		"-listen", "127.0.0.1:0", "-users", users, "-config", config)
-	bob, err := mongo.Connect(options.Client().ApplyURI("mongodb://bob:bob-pw@" + d.addr + "/").SetServerSelectionTimeout(3 * time.Second))
+	bob, err := mongo.Connect(options.Client().ApplyURI("mongodb://bob:bob-pw@" + d.addr + "/").SetServerSelectionTimeout(20 * time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
