@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -99,6 +100,20 @@ func TestFaultsInReplies(t *testing.T) {
 				fault := tc.fault
 				fault.Commands = []string{"ping"} // not the handshake
 				remove := faultInject(t, s, fault)
+				// A broken reply cancels the monitor's check under way, and
+				// the pool stays paused until the test asks for a check. The
+				// faults come only once the monitor's awaitable hello waits
+				// on the server: were the monitor between two checks, its
+				// next would start at once on a new connection, as the
+				// specification has it, and could make the pool ready again
+				// before the test looks (a loaded machine did that).
+				streaming := func(after int64) {
+					t.Helper()
+					waitFor(t, func() string {
+						return fmt.Sprintf("the monitor's awaitable hello (%d received, want more than %d)", s.Stats().AwaitableHellos, after)
+					}, func() bool { return s.Stats().AwaitableHellos > after })
+				}
+				streaming(0)
 
 				checkErr := func(err error) {
 					t.Helper()
@@ -159,9 +174,11 @@ func TestFaultsInReplies(t *testing.T) {
 					if sd.Type != topology.ServerUnknown || !errors.Is(sd.Error, tc.is) {
 						t.Fatalf("server %+v after a broken reply; want it Unknown with the fault as its error", sd)
 					}
+					awaited := s.Stats().AwaitableHellos
 					p.Client().Topology().RequestCheck()
 					readies++
 					rec.waitN(limits.ctx(t), t, "the pool made ready by the monitor", readies, func(e pool.Event) bool { return e.Type == pool.PoolReady })
+					streaming(awaited)
 				}
 				recovered()
 
