@@ -59,6 +59,9 @@ type handler struct {
 	// secondary says where, in a replica set, the command may run besides
 	// the primary; the zero value, secondaryNever, is the writes'.
 	secondary secondaryRule
+	// since is the maxWireVersion of the MongoDB that introduced the
+	// command: a server announcing an older one does not know it.
+	since int32
 }
 
 // secondaryRule says which members of a replica set may run a command, as
@@ -112,6 +115,7 @@ func init() {
 		"insert":           {run: (*Server).insert, writeConcern: true},
 		"update":           {run: (*Server).update, writeConcern: true},
 		"delete":           {run: (*Server).delete, writeConcern: true},
+		"bulkWrite":        {run: (*Server).bulkWrite, writeConcern: true, since: wireVersion80},
 		"findAndModify":    {run: (*Server).findAndModify, writeConcern: true},
 		"findandmodify":    {run: (*Server).findAndModify, writeConcern: true},
 		"find":             {run: (*Server).find, secondary: secondaryOptIn},
@@ -204,7 +208,7 @@ const maxRequestDepth = 200
 // a write (writeConcernError).
 func (s *Server) run(req *request) (bson.D, error) {
 	h, ok := handlers[req.name]
-	if !ok {
+	if !ok || h.since > s.cfg.maxWireVersion {
 		return nil, errorf(codeCommandNotFound, "no such command: '%s'", req.name)
 	}
 	if req.legacy && !h.legacy {

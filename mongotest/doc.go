@@ -42,6 +42,12 @@
 //     $limit, $project, $unset, $addFields, $unwind, $replaceRoot), create,
 //     drop, dropDatabase, and createIndexes, listIndexes and dropIndexes,
 //     with unique indexes enforced (E11000 duplicate key errors);
+//   - the release it presents itself as (WithVersion; 7.0 by default) in
+//     its handshake, buildInfo and commands: from 8.0, the bulkWrite command
+//     of MongoClient.bulkWrite (inserts, updates and deletes on several
+//     namespaces, each as its insert, update or delete statement runs, with
+//     its results in a cursor, retryable and in transactions) and update's
+//     sort;
 //   - MongoDB's query language: $eq $ne $gt $gte $lt $lte $in $nin $exists
 //     $type $size $all $elemMatch $mod $regex (PCRE's syntax and matching,
 //     through regexp2, each match bounded in time) $not $and $or $nor, dotted

@@ -126,6 +126,9 @@ func TestDriverBuildInfoAndListDatabases(t *testing.T) {
 		{nil, "7.0.0", 21},
 		{[]mongotest.Option{mongotest.WithWireVersions(0, 25)}, "8.0.0", 25},
 		{[]mongotest.Option{mongotest.WithWireVersions(6, 17)}, "6.0.0", 17},
+		{[]mongotest.Option{mongotest.WithVersion("8.2")}, "8.2.0", 27},
+		{[]mongotest.Option{mongotest.WithVersion("5.3")}, "5.3.0", 16},
+		{[]mongotest.Option{mongotest.WithVersion("4.4")}, "4.4.0", 9},
 	} {
 		t.Run(tc.version, func(t *testing.T) {
 			srv := start(t, tc.opts...)

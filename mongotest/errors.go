@@ -47,6 +47,7 @@ const (
 	codeTooManyLogicalSessions          = 261
 	codeBSONObjectTooLarge              = 10334
 	codeNotARetryableWriteCommand       = 50768
+	codeIDLFieldMissing                 = 40414
 	codeIDLUnknownField                 = 40415
 
 	// Codes mongod has no name for (codeName "Location<code>").

@@ -66,6 +66,41 @@ func defaultConfig() config {
 	}
 }
 
+// WithVersion makes the server present itself as the MongoDB release
+// version ("8.0", "7.0", ...): the maxWireVersion of its handshake and the
+// version of buildInfo are that release's, and the commands it has are
+// those of the release where they differ (bulkWrite from 8.0). The
+// releases are 4.4, 5.0 to 5.3, 6.0 to 6.3, 7.0 to 7.3 and 8.0 on; 7.0
+// is the default. It is WithWireVersions(0, the release's wire version).
+func WithVersion(version string) Option {
+	return func(c *config) error {
+		w, err := WireVersionOf(version)
+		if err != nil {
+			return fmt.Errorf("mongotest: WithVersion: %w", err)
+		}
+		c.minWireVersion, c.maxWireVersion = 0, w
+		return nil
+	}
+}
+
+// WireVersionOf returns the maxWireVersion of the MongoDB release version,
+// "major.minor": 25 for "8.0", 21 for "7.0". The releases are those
+// WithVersion takes.
+func WireVersionOf(version string) (int32, error) {
+	var major, minor int
+	if n, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil || n != 2 || fmt.Sprintf("%d.%d", major, minor) != version {
+		return 0, fmt.Errorf("version %q is not a MongoDB release such as 8.0", version)
+	}
+	first := map[int]int32{5: 13, 6: 17, 7: 21, 8: 25}
+	switch w, ok := first[major]; {
+	case major == 4 && minor == 4:
+		return 9, nil
+	case ok && (minor <= 3 || major >= 8) && minor <= 99:
+		return w + int32(minor), nil
+	}
+	return 0, fmt.Errorf("MongoDB %s is not a release mongotest presents itself as (4.4, 5.0 to 5.3, 6.0 to 6.3, 7.0 to 7.3, 8.0 and on)", version)
+}
+
 // WithTransactionLifetime sets how long a transaction may run before the
 // server aborts it, mongod's transactionLifetimeLimitSeconds (default 60
 // seconds): a test of an abandoned transaction need not wait a minute.

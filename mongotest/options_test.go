@@ -22,6 +22,11 @@ func TestOptionErrors(t *testing.T) {
 		{"noop compressor", mongotest.WithCompressors("noop"), `WithCompressors: unknown compressor "noop"`},
 		{"min above max", mongotest.WithWireVersions(9, 8), "WithWireVersions(9, 8): need 0 <= min <= max"},
 		{"negative min", mongotest.WithWireVersions(-1, 8), "WithWireVersions(-1, 8): need 0 <= min <= max"},
+		{"not a version", mongotest.WithVersion("latest"), `WithVersion: version "latest" is not a MongoDB release such as 8.0`},
+		{"a patch release", mongotest.WithVersion("8.0.1"), `WithVersion: version "8.0.1" is not a MongoDB release`},
+		{"too old", mongotest.WithVersion("4.2"), "WithVersion: MongoDB 4.2 is not a release mongotest presents itself as"},
+		{"no such minor", mongotest.WithVersion("7.4"), "WithVersion: MongoDB 7.4 is not a release"},
+		{"no such major", mongotest.WithVersion("9.0"), "WithVersion: MongoDB 9.0 is not a release"},
 	} {
 		srv, err := mongotest.Start(tc.opt)
 		if err == nil {

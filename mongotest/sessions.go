@@ -50,7 +50,7 @@ func (si sessionInfo) inTransaction() bool { return si.hasTxn && si.hasAutocommi
 
 // retryableWriteCommands are the commands a retryable write may be.
 var retryableWriteCommands = map[string]bool{
-	"insert": true, "update": true, "delete": true, "findAndModify": true, "findandmodify": true,
+	"insert": true, "update": true, "delete": true, "findAndModify": true, "findandmodify": true, "bulkWrite": true,
 }
 
 // parseSessionInfo reads the session fields of body, with mongod's types.

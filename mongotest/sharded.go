@@ -265,7 +265,7 @@ var routedCommands = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "count": true, "distinct": true, "aggregate": true,
 	"create": true, "createIndexes": true, "listIndexes": true, "dropIndexes": true, "drop": true,
 	"dropDatabase": true, "listCollections": true, "commitTransaction": true, "abortTransaction": true,
-	"listDatabases": true, "endSessions": true, "killSessions": true,
+	"listDatabases": true, "endSessions": true, "killSessions": true, "bulkWrite": true,
 }
 
 // forwardedError is a shard's error reply, which the mongos returns as it
@@ -287,6 +287,12 @@ func (r *router) route(s *Server, req *request) (bson.D, error) {
 		return r.endSessions(req)
 	}
 	shard := r.sc.ShardOf(req.db)
+	if req.name == "bulkWrite" {
+		var err error
+		if shard, err = r.bulkWriteShard(req); err != nil {
+			return nil, err
+		}
+	}
 	si := req.session
 	var key string
 	if si.inTransaction() {
@@ -336,6 +342,24 @@ func (r *router) route(s *Server, req *request) (bson.D, error) {
 		d = append(d, bson.E{Key: "recoveryToken", Value: bson.D{{Key: "recoveryShardId", Value: r.sc.shards[shard].name}}})
 	}
 	return d, nil
+}
+
+// bulkWriteShard returns the shard of the databases of bulkWrite's
+// namespaces. A mongos splits a bulkWrite among the shards of its
+// namespaces; this one does not, and refuses one whose namespaces are on
+// different shards.
+func (r *router) bulkWriteShard(req *request) (int, error) {
+	nss, err := bulkWriteNamespaces(req)
+	if err != nil {
+		return 0, err
+	}
+	shard := r.sc.ShardOf(nss[0].db)
+	for _, ns := range nss[1:] {
+		if other := r.sc.ShardOf(ns.db); other != shard {
+			return 0, errorf(codeBadValue, "mongotest does not implement a bulkWrite across shards: database %s is on shard%d, and database %s on shard%d", nss[0].db, shard, ns.db, other)
+		}
+	}
+	return shard, nil
 }
 
 // recoverDecision answers a commitTransaction that another mongos's

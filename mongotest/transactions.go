@@ -49,7 +49,7 @@ const defaultTransactionLifetime = 60 * time.Second
 // transactionCommands are the commands that run in a transaction.
 var transactionCommands = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "insert": true, "update": true, "delete": true,
-	"findAndModify": true, "findandmodify": true, "aggregate": true, "distinct": true,
+	"findAndModify": true, "findandmodify": true, "aggregate": true, "distinct": true, "bulkWrite": true,
 	"commitTransaction": true, "abortTransaction": true,
 }
 
@@ -202,10 +202,11 @@ func (s *Server) withRecoveryToken(t *transaction, d bson.D) bson.D {
 	return append(d, bson.E{Key: "recoveryToken", Value: bson.D{{Key: "recoveryShardId", Value: "shard0"}}})
 }
 
-// hasWriteErrors reports whether the reply d of a write has write errors.
+// hasWriteErrors reports whether the reply d of a write has write errors:
+// writeErrors, or bulkWrite's count of failed operations, nErrors.
 func hasWriteErrors(d bson.D) bool {
 	for _, e := range d {
-		if e.Key == "writeErrors" {
+		if n, ok := e.Value.(int32); e.Key == "writeErrors" || e.Key == "nErrors" && ok && n > 0 {
 			return true
 		}
 	}

@@ -30,6 +30,13 @@ func (s *Server) insert(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	n, errs := s.insertDocs(req, coll, docs, ordered)
+	return withWriteErrors(bson.D{{Key: "n", Value: int32(n)}}, errs), nil
+}
+
+// insertDocs inserts docs in coll of req.db, as insert's statements, and
+// returns how many it inserted and the write errors of the others.
+func (s *Server) insertDocs(req *request, coll string, docs []bson.Raw, ordered bool) (int, []writeError) {
 	st := s.storeOf(req)
 	n, errs, done := 0, []writeError(nil), 0
 	for {
@@ -43,7 +50,7 @@ func (s *Server) insert(req *request) (bson.D, error) {
 			break
 		}
 	}
-	return withWriteErrors(bson.D{{Key: "n", Value: int32(n)}}, errs), nil
+	return n, errs
 }
 
 // updateStatementFields are the fields of one statement of update.

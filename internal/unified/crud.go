@@ -76,7 +76,7 @@ var refusedArguments = map[string]string{
 // refusedOperations are the operations of the format the runner does not
 // run, on purpose: a test that has one skips, with the reason given here.
 var refusedOperations = map[string]string{
-	"clientBulkWrite":    "the client-level bulk write (MongoClient.bulkWrite) is not implemented, and the test server has no bulkWrite command",
+	"clientBulkWrite":    "the client-level bulk write (MongoClient.bulkWrite) is not implemented by the project's client (the test server has the bulkWrite command, as MongoDB 8.0)",
 	"createChangeStream": "the project has no change streams",
 	"watch":              "the project has no change streams",
 	"mapReduce":          "mapReduce is deprecated, and the CRUD specification has no such operation",
