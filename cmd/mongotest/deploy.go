@@ -105,6 +105,9 @@ func startDeployment(o *settings) (_ *deployment, err error) {
 	if o.setCompressors {
 		opts = append(opts, mongotest.WithCompressors(o.compressors...))
 	}
+	if o.version != "" {
+		opts = append(opts, mongotest.WithVersion(o.version))
+	}
 
 	switch {
 	case o.mongoses > 0:

@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/mongopool/mongopool/mongotest"
 )
 
 // maxMembers is the largest replica set, as mongod (and mongotest) have it.
@@ -32,6 +34,7 @@ type settings struct {
 	tlsCA          string
 	compressors    []string // nil: mongotest's default (all)
 	setCompressors bool     // -compressors was given, "none" included
+	version        string   // the MongoDB release the servers present themselves as; "" for mongotest's default
 
 	exitOnEOF bool
 }
@@ -108,6 +111,7 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the `file` of -tls-cert's private key (PEM)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "a CA `file` (PEM) that clients trust for -tls-cert, given in the connection string as tlsCAFile, and that verifies client certificates")
 	compressors := fs.String("compressors", "", "the wire compressors the server accepts, a comma-separated `list` of zstd, zlib, snappy, or none; default: all three (a client asks with its own compressors option)")
+	fs.StringVar(&o.version, "mongodb-version", "", "the MongoDB `release` the servers present themselves as, in their handshake (maxWireVersion), in buildInfo and in the commands they have (bulkWrite from 8.0): 4.4, 5.0 to 5.3, 6.0 to 6.3, 7.0 to 7.3, 8.0 on; default: 7.0")
 	fs.IntVar(&o.mongoses, "mongos", 0, "start a sharded cluster of `N` mongoses (1 to 50; 1 if only -shards is given), listed in the connection string")
 	fs.IntVar(&o.shards, "shards", 0, "the sharded cluster's `K` shards (1 to 50; 1 if only -mongos is given), replica sets named shard0, shard1, ...")
 	fs.IntVar(&o.shardMembers, "shard-members", 1, "the members of each shard of the sharded cluster, `M` (1 to 50)")
@@ -174,6 +178,11 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 			return nil, fmt.Errorf("-compressors %q: %w", *compressors, err)
 		}
 		o.compressors = c
+	}
+	if given["mongodb-version"] {
+		if _, err := mongotest.WireVersionOf(o.version); err != nil {
+			return nil, fmt.Errorf("-mongodb-version: %w", err)
+		}
 	}
 	return o, nil
 }

@@ -34,6 +34,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"-tls-ca", "ca.pem"}, "-tls-ca goes with -tls-cert"},
 		{[]string{"-tls-dir", "d", "-tls-cert", "c", "-tls-key", "k"}, "-tls-dir is where generated certificates go"},
 		{[]string{"-compressors", "lz4"}, `unknown compressor "lz4"`},
+		{[]string{"-mongodb-version", "8"}, `-mongodb-version: version "8" is not a MongoDB release such as 8.0`},
+		{[]string{"-mongodb-version", "4.2"}, "-mongodb-version: MongoDB 4.2 is not a release mongotest presents itself as"},
 		{[]string{"-compressors", "zlib,zlib"}, "zlib is given twice"},
 		{[]string{"-compressors", ""}, "an empty name"},
 		{[]string{"-compressors", "zlib,,zstd"}, "an empty name"},
@@ -67,7 +69,7 @@ func TestParseFlags(t *testing.T) {
 	o, err := parseFlags([]string{
 		"-replset", "3", "-name", "set1", "-port", "30000", "-control-port", "30100",
 		"-user", "alice:pa:ss", "-user", "bob:pw", "-tls", "-compressors", "zstd, zlib",
-		"-exit-on-eof", "-uri-file", "u", "-info-file", "i",
+		"-exit-on-eof", "-uri-file", "u", "-info-file", "i", "-mongodb-version", "8.0",
 	}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +79,12 @@ func TestParseFlags(t *testing.T) {
 		uriFile: "u", infoFile: "i",
 		users: []user{{"alice", "pa:ss"}, {"bob", "pw"}}, // a password may hold ':'
 		tls:   true, compressors: []string{"zstd", "zlib"}, setCompressors: true,
-		exitOnEOF: true,
+		exitOnEOF: true, version: "8.0",
 	}
 	if o.members != want.members || o.setName != want.setName || o.port != want.port ||
 		o.controlPort != want.controlPort || o.uriFile != want.uriFile || o.infoFile != want.infoFile ||
 		!slices.Equal(o.users, want.users) || o.tls != want.tls || !slices.Equal(o.compressors, want.compressors) ||
-		o.setCompressors != want.setCompressors || o.exitOnEOF != want.exitOnEOF {
+		o.setCompressors != want.setCompressors || o.exitOnEOF != want.exitOnEOF || o.version != want.version {
 		t.Errorf("parsed %+v\nwant %+v", *o, want)
 	}
 
