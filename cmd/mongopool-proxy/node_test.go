@@ -62,7 +62,9 @@ func TestNode(t *testing.T) {
 	}
 
 	bin := buildMongotest(t)
-	rs := startMongotest(t, bin, "-replset", "3")
+	// The replica set is a MongoDB 8.0 (MongoClient.bulkWrite's bulkWrite
+	// command), the sharded cluster a 7.0.
+	rs := startMongotest(t, bin, "-replset", "3", "-mongodb-version", "8.0")
 	sc := startMongotest(t, bin, "-mongos", "2", "-shards", "2")
 
 	var logs syncBuffer

@@ -118,6 +118,32 @@ describe('CRUD through the proxy (replica set upstream)', () => {
     assert.deepEqual((await people.find({}, { sort: { _id: 1 } }).toArray()).map((d) => d._id), ['alan', 'linus']);
   });
 
+  // The replica set presents itself as MongoDB 8.0, and the proxy announces
+  // its wire versions: the driver sends MongoClient.bulkWrite as one
+  // bulkWrite command on admin, which the proxy sends to the primary.
+  test('MongoClient.bulkWrite on two databases', async () => {
+    const before = await commandCount(env('MONGOTEST_CONTROL'), 'bulkWrite');
+    const res = await client.bulkWrite(
+      [
+        { namespace: 'crud.people', name: 'insertOne', document: { _id: 'barbara', born: 1939 } },
+        { namespace: 'crud.people', name: 'updateOne', filter: { _id: 'barbara' }, update: { $set: { turing: 2008 } } },
+        { namespace: 'crudlog.events', name: 'updateOne', filter: { _id: 'e1' }, update: { $set: { seen: 1 } }, upsert: true },
+        { namespace: 'crud.people', name: 'deleteOne', filter: { _id: 'barbara' } },
+      ],
+      { verboseResults: true },
+    );
+    assert.equal(res.insertedCount, 1);
+    assert.equal(res.modifiedCount, 1);
+    assert.equal(res.upsertedCount, 1);
+    assert.equal(res.deletedCount, 1);
+    assert.equal(res.updateResults.get(2).upsertedId, 'e1');
+    assert.equal(await commandCount(env('MONGOTEST_CONTROL'), 'bulkWrite'), before + 1);
+    const sent = events.findLast((e) => e.kind === 'started' && e.name === 'bulkWrite');
+    assert.equal(sent.address, hostOf(env('PROXY_URI')));
+    assert.deepEqual(await client.db('crudlog').collection('events').findOne(), { _id: 'e1', seen: 1 });
+    assert.equal(await people.countDocuments({ _id: 'barbara' }), 0);
+  });
+
   test('insertMany of 20 MB, in batches of document sequences near the 16 MB of a document', async () => {
     const big = client.db('crud').collection('big');
     await big.deleteMany({});

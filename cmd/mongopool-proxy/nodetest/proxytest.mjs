@@ -8,7 +8,7 @@
 // TestNode runs mongotest commands and, in front of them, proxies, and
 // gives them to the tests in the environment:
 //
-//   PROXY_URI                 proxy A, a mongos in front of a replica set of three
+//   PROXY_URI                 proxy A, a mongos in front of a replica set of three (MongoDB 8.0)
 //   PROXY2_URI                proxy B, another one in front of the same set
 //   PROXY_LB_URI              proxy A's load balancer listener (loadBalanced=true)
 //   PROXY_SNAPPY_URI          proxy C, whose upstream URI has compressors=snappy
