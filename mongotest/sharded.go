@@ -265,7 +265,7 @@ var routedCommands = map[string]bool{
 	"find": true, "getMore": true, "killCursors": true, "count": true, "distinct": true, "aggregate": true,
 	"create": true, "createIndexes": true, "listIndexes": true, "dropIndexes": true, "drop": true,
 	"dropDatabase": true, "listCollections": true, "commitTransaction": true, "abortTransaction": true,
-	"listDatabases": true, "endSessions": true, "killSessions": true, "bulkWrite": true,
+	"listDatabases": true, "endSessions": true, "killSessions": true, "bulkWrite": true, "dbStats": true, "dbstats": true,
 }
 
 // forwardedError is a shard's error reply, which the mongos returns as it

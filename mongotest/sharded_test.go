@@ -306,3 +306,34 @@ func TestMongosStreams(t *testing.T) {
 		t.Error("a restarted mongos kept its processId")
 	}
 }
+
+// TestShardedDBStats: a mongos answers dbStats with the figures of the
+// shard that holds the database, not those of a store of its own, which
+// holds nothing.
+func TestShardedDBStats(t *testing.T) {
+	sc := startCluster(t, 1, 2)
+	client := connect(t, sc.URI())
+	c := ctx(t)
+	a, b := databasesOn(t, sc)
+	for i, db := range []string{a, b} {
+		docs := make([]any, 3+i)
+		for j := range docs {
+			docs[j] = bson.D{{Key: "_id", Value: j}}
+		}
+		if _, err := client.Database(db).Collection("c").InsertMany(c, docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, db := range []string{a, b} {
+		var stats struct {
+			DB      string `bson:"db"`
+			Objects int64  `bson:"objects"`
+		}
+		if err := client.Database(db).RunCommand(c, bson.D{{Key: "dbStats", Value: 1}}).Decode(&stats); err != nil {
+			t.Fatalf("dbStats of %s: %v", db, err)
+		}
+		if stats.DB != db || stats.Objects != int64(3+i) {
+			t.Errorf("dbStats of %s through the mongos: %+v; want %d objects", db, stats, 3+i)
+		}
+	}
+}
