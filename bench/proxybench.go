@@ -754,10 +754,12 @@ type serverProc struct {
 	primary string
 	name    string // ServerMongotest or ServerFerretDB, as the report says
 
-	mu      sync.Mutex
-	status  []*wireConn // one per host
-	idle    []int       // the connections each had open before any target
-	timeout time.Duration
+	mu     sync.Mutex
+	status []*wireConn // one per host
+	// primaryConn is the connection of status to the primary.
+	primaryConn *wireConn
+	idle        []int // the connections each had open before any target
+	timeout     time.Duration
 	// bySockets: the server's serverStatus has no connections.current
 	// (FerretDB's), so that its connections are counted in the kernel's
 	// socket tables; uncounted: nor there (not on Linux), so that they are
@@ -804,6 +806,20 @@ func startServerProc(bin string, replSet, docs int, timeout time.Duration) (*ser
 	s.uri = u.String()
 	s.hosts = strings.Split(u.Host, ",")
 	s.replSet = u.Query().Get("replicaSet")
+	// The benchmark's own connections, one per host, are made first: they
+	// find the primary, insert the documents and read serverStatus. No
+	// other is made before the idle counts are read, since a server may
+	// count a connection the benchmark closed until it notices the close
+	// (on a loaded machine, the idle counts were one too many, and every
+	// count of the runs one too few).
+	for _, h := range s.hosts {
+		c, err := dialWire(h, timeout)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("connecting to %s: %w", h, err)
+		}
+		s.status = append(s.status, c)
+	}
 	if err := s.findPrimary(30 * time.Second); err != nil {
 		s.close()
 		return nil, err
@@ -811,14 +827,6 @@ func startServerProc(bin string, replSet, docs int, timeout time.Duration) (*ser
 	if err := s.insert(docs); err != nil {
 		s.close()
 		return nil, fmt.Errorf("inserting the documents: %w", err)
-	}
-	for _, h := range s.hosts {
-		c, err := dialWire(h, timeout)
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("connecting to %s for serverStatus: %w", h, err)
-		}
-		s.status = append(s.status, c)
 	}
 	s.idle = make([]int, len(s.hosts))
 	for i := range s.hosts {
@@ -837,23 +845,18 @@ func startServerProc(bin string, replSet, docs int, timeout time.Duration) (*ser
 	return s, nil
 }
 
-// findPrimary waits for the host that answers hello as a writable primary.
+// findPrimary waits for the host that answers hello as a writable primary,
+// asking over the benchmark's own connections.
 func (s *serverProc) findPrimary(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		for _, h := range s.hosts {
-			c, err := dialWire(h, s.timeout)
+		for i, h := range s.hosts {
+			reply, err := s.status[i].roundTrip(helloBody, time.Now().Add(s.timeout))
 			if err != nil {
-				continue
+				return fmt.Errorf("hello to %s: %w", h, err)
 			}
-			reply, err := c.roundTrip(helloBody, time.Now().Add(s.timeout))
-			if err == nil {
-				if v, ok := reply.Lookup("isWritablePrimary").BooleanOK(); ok && v {
-					s.primary = h
-				}
-			}
-			c.close()
-			if s.primary != "" {
+			if v, ok := reply.Lookup("isWritablePrimary").BooleanOK(); ok && v {
+				s.primary, s.primaryConn = h, s.status[i]
 				return nil
 			}
 		}
@@ -866,11 +869,7 @@ func (s *serverProc) findPrimary(timeout time.Duration) error {
 
 // insert inserts the documents the finds look up, _id 0 to docs-1.
 func (s *serverProc) insert(docs int) error {
-	c, err := dialWire(s.primary, s.timeout)
-	if err != nil {
-		return err
-	}
-	defer c.close()
+	c := s.primaryConn
 	const batch = 1000
 	for first := 0; first < docs; first += batch {
 		var arr bson.A
