@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MongoClient, MongoClientBulkWriteError } from 'mongodb';
-import { startMongotest, TIMEOUT_MS } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked } from './mongotest.mjs';
 
 describe('MongoClient.bulkWrite against MongoDB 8.0', { timeout: 4 * TIMEOUT_MS }, () => {
   let m;
@@ -23,10 +23,7 @@ describe('MongoClient.bulkWrite against MongoDB 8.0', { timeout: 4 * TIMEOUT_MS 
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('the server is 8.0', async () => {

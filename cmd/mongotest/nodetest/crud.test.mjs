@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MongoClient, MongoServerError, MongoBulkWriteError } from 'mongodb';
-import { startMongotest, TIMEOUT_MS } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked } from './mongotest.mjs';
 
 const clientOptions = { serverSelectionTimeoutMS: 10_000, connectTimeoutMS: 10_000 };
 
@@ -21,10 +21,7 @@ describe('a standalone', { timeout: 4 * TIMEOUT_MS }, () => {
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('CRUD', async () => {
@@ -123,10 +120,7 @@ describe('TLS and a user', { timeout: 4 * TIMEOUT_MS }, () => {
     m = await startMongotest(['-tls', '-user', 'app:s3cr3t']);
   });
   after(async () => {
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('the printed URI connects over TLS, authenticated', async () => {

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startMongotest, TIMEOUT_MS } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked } from './mongotest.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const mongoshBin = join(here, 'node_modules', '.bin', 'mongosh');
@@ -68,10 +68,7 @@ describe('mongosh and a replica set', { timeout: 8 * TIMEOUT_MS }, () => {
     m = await startMongotest(['-replset', '2']);
   });
   after(async () => {
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('CRUD from a script', async () => {
@@ -136,10 +133,7 @@ describe('mongosh over TLS, authenticated', { timeout: 4 * TIMEOUT_MS }, () => {
     m = await startMongotest(['-tls', '-user', 'shell:pa55']);
   });
   after(async () => {
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('the printed URI, as it is', async () => {

@@ -6,6 +6,7 @@
 // MONGOTEST_BIN names the binary: `go build -o /tmp/mongotest ./cmd/mongotest`
 // from the repository's root, then MONGOTEST_BIN=/tmp/mongotest node --test.
 
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -108,4 +109,12 @@ export async function startMongotest(args = []) {
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+// stopChecked stops m, the command startMongotest started (nothing if it
+// did not start), and checks that it exited cleanly, with 0.
+export async function stopChecked(m) {
+  if (!m) return;
+  const { code, stderr } = await m.stop();
+  assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
 }

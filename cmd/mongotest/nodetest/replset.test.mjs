@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MongoClient } from 'mongodb';
-import { startMongotest, TIMEOUT_MS } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked } from './mongotest.mjs';
 
 describe('a replica set of three', { timeout: 6 * TIMEOUT_MS }, () => {
   let m;
@@ -28,10 +28,7 @@ describe('a replica set of three', { timeout: 6 * TIMEOUT_MS }, () => {
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   // primary asks the control endpoint which member is primary.

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BSONRegExp, Decimal128, MongoClient, MongoServerError, MongoWriteConcernError } from 'mongodb';
-import { startMongotest, TIMEOUT_MS } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked } from './mongotest.mjs';
 
 const clientOptions = { serverSelectionTimeoutMS: 10_000 };
 
@@ -27,10 +27,7 @@ describe('a standalone: NaN, regular expressions, a write concern it cannot sati
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   // NaN sorts below every number (the "Comparison/Sort Order" page,
@@ -146,10 +143,7 @@ describe('write concerns on a replica set of three', { timeout: 4 * TIMEOUT_MS }
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   // A replica set applies the write, then checks the write concern

@@ -20,7 +20,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { MongoClient, MongoServerError } from 'mongodb';
-import { startMongotest, TIMEOUT_MS, withTimeout } from './mongotest.mjs';
+import { TIMEOUT_MS, startMongotest, stopChecked, withTimeout } from './mongotest.mjs';
 
 const clientOptions = { serverSelectionTimeoutMS: 10_000, monitorCommands: true };
 
@@ -51,10 +51,7 @@ describe('transactions on a replica set of three', { timeout: 8 * TIMEOUT_MS }, 
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   test('withTransaction commits the writes at once, unseen outside until then', async () => {
@@ -225,10 +222,7 @@ describe('transactions through a sharded cluster (-mongos 2 -shards 2)', { timeo
   });
   after(async () => {
     await client?.close();
-    if (m) {
-      const { code, stderr } = await m.stop();
-      assert.equal(code, 0, `mongotest exited with ${code}:\n${stderr}`);
-    }
+    await stopChecked(m);
   });
 
   // shardOf asks the control endpoint which shard holds db.
