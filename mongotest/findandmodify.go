@@ -62,8 +62,10 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 	case remove && returnNew:
 		return nil, errorf(codeFailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
 	}
-	if af, err := req.body.LookupErr("arrayFilters"); err == nil && len(arrayValues(af)) > 0 {
-		return nil, errorf(codeBadValue, "mongotest does not implement arrayFilters")
+	if u != nil {
+		if err := u.setArrayFilters(req.body.Lookup("arrayFilters"), req.body.Lookup("update")); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkCollation(req.body); err != nil {
 		return nil, err

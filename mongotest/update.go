@@ -14,13 +14,19 @@ import (
 // findAndModify take them: a replacement document, or update operators:
 // $set $unset $inc $mul $min $max $rename $setOnInsert $currentDate, and
 // for arrays $push (with $each, $position, $slice, $sort) $addToSet (with
-// $each) $pop $pull $pullAll. Pipeline-style updates, the positional
-// operators ($, $[], $[id]) and $bit are refused as not implemented.
+// $each) $pop $pull $pullAll, at paths that may have the positional
+// operators $[] and $[<identifier>] (arrayfilters.go). Pipeline-style
+// updates, the positional operator $ and $bit are refused as not
+// implemented.
 
 // update is a parsed update document.
 type update struct {
 	replacement bson.Raw   // a replacement document, or nil
 	ops         []updateOp // the operators, in the order MongoDB applies them
+	// positional is set when a path of ops has $[] or $[<identifier>];
+	// filters are the arrayFilters, by identifier (setArrayFilters).
+	positional bool
+	filters    map[string]*arrayFilter
 }
 
 // updateOp is one field of one operator, {$inc: {n: 1}}.
@@ -100,6 +106,7 @@ func parseUpdate(u bson.RawValue, field string) (*update, error) {
 				return nil, err
 			}
 			u2.ops = append(u2.ops, o)
+			u2.positional = u2.positional || isPositionalPath(path)
 			paths = append(paths, placed{path, len(paths)})
 			if o.to != nil {
 				paths = append(paths, placed{o.to, len(paths)})
@@ -147,11 +154,15 @@ func updatePath(s string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range path {
+	for i, p := range path {
+		_, positional := positionalID(p)
 		switch {
 		case p == "":
 			return nil, errorf(codeEmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", s)
-		case p == "$" || strings.HasPrefix(p, "$["):
+		case positional && i == 0:
+			return nil, errorf(codeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", s)
+		case positional:
+		case p == "$":
 			return nil, errorf(codeBadValue, "mongotest does not implement the positional operator %s (in the update path '%s')", p, s)
 		case strings.HasPrefix(p, "$"):
 			return nil, errorf(codeDollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", p, s)
@@ -183,6 +194,12 @@ func parseUpdateOp(op string, path []string, key string, v bson.RawValue) (updat
 		target, err := updatePath(to)
 		if err != nil {
 			return o, err
+		}
+		if isPositionalPath(path) {
+			return o, errorf(codeBadValue, "The source field for $rename may not be dynamic: %s", key)
+		}
+		if isPositionalPath(target) {
+			return o, errorf(codeBadValue, "The destination field for $rename may not be dynamic: %s", to)
 		}
 		o.to = target
 	case "$currentDate":
@@ -325,9 +342,15 @@ func (u *update) apply(doc bson.Raw, insert bool) (bson.Raw, error) {
 		return idFirst(u.replacement), nil
 	}
 	root := &mval{doc: newMdoc(doc)}
-	for _, o := range u.ops {
-		if err := o.apply(root, insert, oldID); err != nil {
+	if u.positional {
+		if err := u.applyPositional(root, insert, oldID); err != nil {
 			return nil, err
+		}
+	} else {
+		for _, o := range u.ops {
+			if err := o.apply(root, insert, oldID); err != nil {
+				return nil, err
+			}
 		}
 	}
 	out := root.doc.encode()

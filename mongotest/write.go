@@ -170,8 +170,8 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 	case multi && req.session.retryableWrite():
 		return res, errorf(codeInvalidOptions, "Cannot use (or request) retryable writes with multi=true")
 	}
-	if af, err := st.LookupErr("arrayFilters"); err == nil && len(arrayValues(af)) > 0 {
-		return res, errorf(codeBadValue, "mongotest does not implement arrayFilters")
+	if err := u.setArrayFilters(st.Lookup("arrayFilters"), uv); err != nil {
+		return res, err
 	}
 	if err := checkCollation(st); err != nil {
 		return res, err

@@ -1,0 +1,106 @@
+package mongotest_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/mongopool/mongopool/mongotest"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// TestPositionalUpdates: the all-positional operator $[] and the filtered
+// positional operator $[<identifier>] with arrayFilters, as mongod applies
+// them and refuses them.
+func TestPositionalUpdates(t *testing.T) {
+	srv := start(t)
+	r := dialRaw(t, srv)
+	type D = bson.D
+	type A = bson.A
+	e := func(k string, v any) bson.E { return bson.E{Key: k, Value: v} }
+	set := func(fields ...bson.E) D { return D{e("$set", D(fields))} }
+	for i, tc := range []struct {
+		name    string
+		doc     D
+		u       D
+		filters A
+		want    string
+	}{
+		{"$[] sets a field of each element", D{e("_id", 1), e("a", A{D{e("b", 1)}, D{e("c", 2)}})}, set(e("a.$[].b", 0)), nil, `{"_id":1,"a":[{"b":0},{"c":2,"b":0}]}`},
+		{"$[] increments each element", D{e("_id", 1), e("a", A{1, 2, 3})}, D{e("$inc", D{e("a.$[]", 10)})}, nil, `{"_id":1,"a":[11,12,13]}`},
+		{"$[] of an empty array changes nothing", D{e("_id", 1), e("a", A{})}, set(e("a.$[].b", 1)), nil, `{"_id":1,"a":[]}`},
+		{"$[x] takes the elements its filter matches", D{e("_id", 1), e("a", A{1, 2, 3})}, set(e("a.$[x]", 0)), A{D{e("x", D{e("$gte", 2)})}}, `{"_id":1,"a":[1,0,0]}`},
+		{"$[x] on a field of the elements", D{e("_id", 1), e("a", A{D{e("g", 80)}, D{e("g", 90)}})}, set(e("a.$[x].top", true)), A{D{e("x.g", D{e("$gte", 85)})}}, `{"_id":1,"a":[{"g":80},{"g":90,"top":true}]}`},
+		{"a filter with two conditions", D{e("_id", 1), e("a", A{D{e("g", 1), e("h", 1)}, D{e("g", 1), e("h", 2)}})}, D{e("$unset", D{e("a.$[x].g", "")})}, A{D{e("x.g", 1), e("x.h", 2)}}, `{"_id":1,"a":[{"g":1,"h":1},{"h":2}]}`},
+		{"nested positional operators", D{e("_id", 1), e("a", A{D{e("b", A{1, 2})}, D{e("b", A{3})}})}, D{e("$inc", D{e("a.$[].b.$[y]", 100)})}, A{D{e("y", D{e("$gt", 1)})}}, `{"_id":1,"a":[{"b":[1,102]},{"b":[103]}]}`},
+		{"$push into the matched elements", D{e("_id", 1), e("a", A{D{e("k", "p"), e("l", A{})}, D{e("k", "q"), e("l", A{})}})}, D{e("$push", D{e("a.$[m].l", 7)})}, A{D{e("m.k", "q")}}, `{"_id":1,"a":[{"k":"p","l":[]},{"k":"q","l":[7]}]}`},
+		{"two identifiers in one filter", D{e("_id", 1), e("a", A{1})}, set(e("a.$[x]", 0)), A{D{e("x", 1), e("y", 1)}}, "9: Error parsing array filter :: caused by :: Expected a single top-level field name, found 'x' and 'y'"},
+		{"an identifier without a filter", D{e("_id", 1), e("a", A{1})}, set(e("a.$[z]", 0)), nil, "2: No array filter found for identifier 'z' in path 'a.$[z]'"},
+		{"a filter the update does not use", D{e("_id", 1), e("a", A{1})}, set(e("a", 0)), A{D{e("x", 1)}}, "9: The array filter for identifier 'x' was not used in the update { $set: { a: 0 } }"},
+		{"an identifier that is not one", D{e("_id", 1), e("a", A{1})}, set(e("a.$[X]", 0)), A{D{e("X", 1)}}, "2: Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found 'X'"},
+		{"two filters of one identifier", D{e("_id", 1), e("a", A{1})}, set(e("a.$[x]", 0)), A{D{e("x", 1)}, D{e("x", 2)}}, "9: Found multiple array filters with the same top-level field name x"},
+		{"an array that is not there", D{e("_id", 1)}, set(e("a.$[].b", 0)), nil, "2: The path 'a' must exist in the document in order to apply array updates."},
+		{"a field that is not an array", D{e("_id", 1), e("a", 5)}, set(e("a.$[]", 0)), nil, "2: Cannot apply array updates to non-array element a: 5"},
+		{"an element that cannot hold the field", D{e("_id", 1), e("a", A{D{}, 1})}, set(e("a.$[].b", 0)), nil, "28: Cannot create field 'b' in element {1: 1}"},
+		{"in the first position", D{e("_id", 1)}, set(e("$[]", 0)), nil, "2: Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '$[]'"},
+		{"two paths that reach one element", D{e("_id", 1), e("a", A{1, 2})}, set(e("a.$[x]", 0), e("a.$[y]", 1)), A{D{e("x", 1)}, D{e("y", D{e("$lt", 5)})}}, "40: Update created a conflict at 'a.0'"},
+		{"$rename from a positional path", D{e("_id", 1), e("a", A{D{e("b", 1)}})}, D{e("$rename", D{e("a.$[].b", "c")})}, nil, "2: The source field for $rename may not be dynamic: a.$[].b"},
+		{"the positional operator $", D{e("_id", 1), e("a", A{1})}, set(e("a.$", 2)), nil, "2: mongotest does not implement the positional operator $ (in the update path 'a.$')"},
+	} {
+		name := fmt.Sprintf("p%d", i)
+		checkOK(t, r.run(cmd("x", bson.E{Key: "insert", Value: name}, bson.E{Key: "documents", Value: bson.A{tc.doc}})))
+		stmt := bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: tc.u}}
+		if tc.filters != nil {
+			stmt = append(stmt, bson.E{Key: "arrayFilters", Value: tc.filters})
+		}
+		reply := r.run(cmd("x", bson.E{Key: "update", Value: name}, bson.E{Key: "updates", Value: bson.A{stmt}}))
+		var got string
+		if we, err := reply.LookupErr("writeErrors", "0"); err == nil {
+			got = fmt.Sprintf("%d: %s", we.Document().Lookup("code").AsInt64(), we.Document().Lookup("errmsg").StringValue())
+		} else {
+			checkOK(t, reply)
+			found := r.run(cmd("x", bson.E{Key: "find", Value: name}))
+			checkOK(t, found)
+			got = relaxed(t, found.Lookup("cursor", "firstBatch", "0").Document())
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDriverArrayFilters: the official driver's arrayFilters, in an
+// updateMany, a findOneAndUpdate and a client bulk write (MongoDB 8.0).
+func TestDriverArrayFilters(t *testing.T) {
+	srv := start(t, mongotest.WithVersion("8.0"))
+	client := connect(t, srv.URI())
+	c := ctx(t)
+	coll := client.Database("db").Collection("grades")
+	if _, err := coll.InsertMany(c, []any{
+		bson.D{{Key: "_id", Value: 1}, {Key: "g", Value: bson.A{95, 80, 100}}},
+		bson.D{{Key: "_id", Value: 2}, {Key: "g", Value: bson.A{70, 101}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := coll.UpdateMany(c, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "g.$[big]", Value: 100}}}},
+		options.UpdateMany().SetArrayFilters([]any{bson.D{{Key: "big", Value: bson.D{{Key: "$gt", Value: 100}}}}}))
+	if err != nil || res.MatchedCount != 2 || res.ModifiedCount != 1 {
+		t.Fatalf("UpdateMany: %+v, %v; want 2 matched, 1 modified", res, err)
+	}
+	var doc struct {
+		G []int32 `bson:"g"`
+	}
+	err = coll.FindOneAndUpdate(c, bson.D{{Key: "_id", Value: 1}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "g.$[low]", Value: 5}}}},
+		options.FindOneAndUpdate().SetArrayFilters([]any{bson.D{{Key: "low", Value: bson.D{{Key: "$lt", Value: 90}}}}}).SetReturnDocument(options.After)).Decode(&doc)
+	if err != nil || fmt.Sprint(doc.G) != "[95 85 100]" {
+		t.Fatalf("FindOneAndUpdate: %v, %v; want [95 85 100]", doc.G, err)
+	}
+	_, err = client.BulkWrite(c, []mongo.ClientBulkWrite{{Database: "db", Collection: "grades", Model: mongo.NewClientUpdateManyModel().
+		SetFilter(bson.D{}).SetUpdate(bson.D{{Key: "$mul", Value: bson.D{{Key: "g.$[all]", Value: 2}}}}).
+		SetArrayFilters([]any{bson.D{{Key: "all", Value: bson.D{{Key: "$exists", Value: true}}}}})}})
+	if err != nil {
+		t.Fatalf("BulkWrite with arrayFilters: %v", err)
+	}
+	wantDocs(t, "grades", collDocs(t, coll), `{"_id":1,"g":[190,170,200]}`, `{"_id":2,"g":[140,200]}`)
+}
