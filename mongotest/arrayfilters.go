@@ -8,27 +8,78 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// The all-positional operator $[] and the filtered positional operator
-// $[<identifier>] of update paths, with the arrayFilters of update,
-// findAndModify and bulkWrite that choose the elements $[<identifier>]
-// updates: {$set: {"items.$[it].qty": 0}} with arrayFilters [{"it.qty":
-// {$lt: 0}}]. A path with them is made concrete for each document, an
+// The positional operators of update paths: $, the element of the array
+// that the query matched ({$set: {"items.$.qty": 0}} with the query
+// {"items.sku": "x"}); $[], every element; and $[<identifier>], the
+// elements that pass the arrayFilters of update, findAndModify and
+// bulkWrite ({$set: {"items.$[it].qty": 0}} with arrayFilters [{"it.qty":
+// {$lt: 0}}]). A path with them is made concrete for each document, an
 // element index for each element the operator takes, and the update
-// operator is applied at each of those paths. The positional operator $
-// (the element the query matched) is refused as not implemented.
+// operator is applied at each of those paths.
 
-// positionalID reports whether p, a component of an update path, is $[]
-// or $[<identifier>], and returns the identifier ("" for $[]).
+// positionalID reports whether p, a component of an update path, is $,
+// $[] or $[<identifier>], and returns the identifier ("" for $[], "$" for
+// $).
 func positionalID(p string) (id string, ok bool) {
+	if p == "$" {
+		return "$", true
+	}
 	if !strings.HasPrefix(p, "$[") || !strings.HasSuffix(p, "]") {
 		return "", false
 	}
 	return p[2 : len(p)-1], true
 }
 
-// isPositionalPath reports whether path has $[] or $[<identifier>].
+// isPositionalPath reports whether path has $, $[] or $[<identifier>].
 func isPositionalPath(path []string) bool {
 	return slices.ContainsFunc(path, func(p string) bool { _, ok := positionalID(p); return ok })
+}
+
+// matchedIndex returns the index of the first element of the array at
+// prefix in doc that the query f matched: the first that, alone in the
+// array, satisfies every condition of f on a path within prefix (the
+// conditions $elemMatch and dotted paths put on the elements). It reports
+// false when there is none, or when f puts no condition there.
+func matchedIndex(f *filter, doc bson.Raw, prefix []string) (int, bool) {
+	var conds []fieldNode
+	var gather func(n node)
+	gather = func(n node) {
+		switch n := n.(type) {
+		case andNode:
+			for _, c := range n {
+				gather(c)
+			}
+		case fieldNode:
+			if len(n.path) >= len(prefix) && slices.Equal(n.path[:len(prefix)], prefix) {
+				conds = append(conds, n)
+			}
+		}
+	}
+	if f != nil {
+		gather(f.root)
+	}
+	if len(conds) == 0 {
+		return 0, false
+	}
+	arr, err := doc.LookupErr(prefix...)
+	if err != nil || arr.Type != bson.TypeArray {
+		return 0, false
+	}
+	for j, e := range arrayValues(arr) {
+		// A document with the element alone in the array, at prefix.
+		var v any = bson.A{e}
+		for k := len(prefix) - 1; k >= 0; k-- {
+			v = bson.D{{Key: prefix[k], Value: v}}
+		}
+		one, err := bson.Marshal(v)
+		if err != nil {
+			return 0, false
+		}
+		if !slices.ContainsFunc(conds, func(c fieldNode) bool { return !c.match(one) }) {
+			return j, true
+		}
+	}
+	return 0, false
 }
 
 // validIdentifier reports whether id may name an array filter: an
@@ -107,7 +158,7 @@ func (u *update) setArrayFilters(v bson.RawValue, updateDoc bson.RawValue) error
 	for _, o := range u.ops {
 		for _, p := range o.path {
 			id, ok := positionalID(p)
-			if !ok || id == "" {
+			if !ok || id == "" || id == "$" {
 				continue
 			}
 			if u.filters[id] == nil {
@@ -131,7 +182,7 @@ func (u *update) setArrayFilters(v bson.RawValue, updateDoc bson.RawValue) error
 // and $[<identifier>], names: each of those components becomes the index
 // of each element of the array there that the operator takes (every one
 // for $[], those that pass the identifier's filter otherwise).
-func (u *update) concretePaths(root *mval, path []string) ([][]string, error) {
+func (u *update) concretePaths(root *mval, doc bson.Raw, path []string) ([][]string, error) {
 	i := slices.IndexFunc(path, func(p string) bool { _, ok := positionalID(p); return ok })
 	if i < 0 {
 		return [][]string{path}, nil
@@ -145,6 +196,13 @@ func (u *update) concretePaths(root *mval, path []string) ([][]string, error) {
 		return nil, errorf(codeBadValue, "Cannot apply array updates to non-array element %s: %s", path[i-1], formatValue(arr.value()))
 	}
 	id, _ := positionalID(path[i])
+	if id == "$" {
+		j, ok := matchedIndex(u.query, doc, path[:i])
+		if !ok {
+			return nil, errorf(codeBadValue, "The positional operator did not find the match needed from the query.")
+		}
+		return u.concretePaths(root, doc, slices.Concat(path[:i], []string{strconv.Itoa(j)}, path[i+1:]))
+	}
 	var out [][]string
 	for j, e := range arr.arr {
 		if id != "" {
@@ -157,7 +215,7 @@ func (u *update) concretePaths(root *mval, path []string) ([][]string, error) {
 			}
 		}
 		concrete := slices.Concat(path[:i], []string{strconv.Itoa(j)}, path[i+1:])
-		more, err := u.concretePaths(root, concrete)
+		more, err := u.concretePaths(root, doc, concrete)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +229,7 @@ func (u *update) concretePaths(root *mval, path []string) ([][]string, error) {
 // before any change, since a change may move what a later path finds. Two
 // concrete paths where one is, or is within, the other conflict, as in
 // MongoDB.
-func (u *update) applyPositional(root *mval, insert bool, id bson.RawValue) error {
+func (u *update) applyPositional(root *mval, doc bson.Raw, insert bool, id bson.RawValue) error {
 	type concreteOp struct {
 		op    *updateOp
 		paths [][]string
@@ -183,7 +241,7 @@ func (u *update) applyPositional(root *mval, insert bool, id bson.RawValue) erro
 		paths := [][]string{o.path}
 		if isPositionalPath(o.path) {
 			var err error
-			if paths, err = u.concretePaths(root, o.path); err != nil {
+			if paths, err = u.concretePaths(root, doc, o.path); err != nil {
 				return err
 			}
 		}

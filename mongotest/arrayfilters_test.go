@@ -10,9 +10,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// TestPositionalUpdates: the all-positional operator $[] and the filtered
-// positional operator $[<identifier>] with arrayFilters, as mongod applies
-// them and refuses them.
+// TestPositionalUpdates: the positional operator $, the all-positional
+// operator $[] and the filtered positional operator $[<identifier>] with
+// arrayFilters, as mongod applies them and refuses them.
 func TestPositionalUpdates(t *testing.T) {
 	srv := start(t)
 	r := dialRaw(t, srv)
@@ -23,34 +23,45 @@ func TestPositionalUpdates(t *testing.T) {
 	for i, tc := range []struct {
 		name    string
 		doc     D
+		q       D // the query; nil for {}
 		u       D
 		filters A
 		want    string
 	}{
-		{"$[] sets a field of each element", D{e("_id", 1), e("a", A{D{e("b", 1)}, D{e("c", 2)}})}, set(e("a.$[].b", 0)), nil, `{"_id":1,"a":[{"b":0},{"c":2,"b":0}]}`},
-		{"$[] increments each element", D{e("_id", 1), e("a", A{1, 2, 3})}, D{e("$inc", D{e("a.$[]", 10)})}, nil, `{"_id":1,"a":[11,12,13]}`},
-		{"$[] of an empty array changes nothing", D{e("_id", 1), e("a", A{})}, set(e("a.$[].b", 1)), nil, `{"_id":1,"a":[]}`},
-		{"$[x] takes the elements its filter matches", D{e("_id", 1), e("a", A{1, 2, 3})}, set(e("a.$[x]", 0)), A{D{e("x", D{e("$gte", 2)})}}, `{"_id":1,"a":[1,0,0]}`},
-		{"$[x] on a field of the elements", D{e("_id", 1), e("a", A{D{e("g", 80)}, D{e("g", 90)}})}, set(e("a.$[x].top", true)), A{D{e("x.g", D{e("$gte", 85)})}}, `{"_id":1,"a":[{"g":80},{"g":90,"top":true}]}`},
-		{"a filter with two conditions", D{e("_id", 1), e("a", A{D{e("g", 1), e("h", 1)}, D{e("g", 1), e("h", 2)}})}, D{e("$unset", D{e("a.$[x].g", "")})}, A{D{e("x.g", 1), e("x.h", 2)}}, `{"_id":1,"a":[{"g":1,"h":1},{"h":2}]}`},
-		{"nested positional operators", D{e("_id", 1), e("a", A{D{e("b", A{1, 2})}, D{e("b", A{3})}})}, D{e("$inc", D{e("a.$[].b.$[y]", 100)})}, A{D{e("y", D{e("$gt", 1)})}}, `{"_id":1,"a":[{"b":[1,102]},{"b":[103]}]}`},
-		{"$push into the matched elements", D{e("_id", 1), e("a", A{D{e("k", "p"), e("l", A{})}, D{e("k", "q"), e("l", A{})}})}, D{e("$push", D{e("a.$[m].l", 7)})}, A{D{e("m.k", "q")}}, `{"_id":1,"a":[{"k":"p","l":[]},{"k":"q","l":[7]}]}`},
-		{"two identifiers in one filter", D{e("_id", 1), e("a", A{1})}, set(e("a.$[x]", 0)), A{D{e("x", 1), e("y", 1)}}, "9: Error parsing array filter :: caused by :: Expected a single top-level field name, found 'x' and 'y'"},
-		{"an identifier without a filter", D{e("_id", 1), e("a", A{1})}, set(e("a.$[z]", 0)), nil, "2: No array filter found for identifier 'z' in path 'a.$[z]'"},
-		{"a filter the update does not use", D{e("_id", 1), e("a", A{1})}, set(e("a", 0)), A{D{e("x", 1)}}, "9: The array filter for identifier 'x' was not used in the update { $set: { a: 0 } }"},
-		{"an identifier that is not one", D{e("_id", 1), e("a", A{1})}, set(e("a.$[X]", 0)), A{D{e("X", 1)}}, "2: Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found 'X'"},
-		{"two filters of one identifier", D{e("_id", 1), e("a", A{1})}, set(e("a.$[x]", 0)), A{D{e("x", 1)}, D{e("x", 2)}}, "9: Found multiple array filters with the same top-level field name x"},
-		{"an array that is not there", D{e("_id", 1)}, set(e("a.$[].b", 0)), nil, "2: The path 'a' must exist in the document in order to apply array updates."},
-		{"a field that is not an array", D{e("_id", 1), e("a", 5)}, set(e("a.$[]", 0)), nil, "2: Cannot apply array updates to non-array element a: 5"},
-		{"an element that cannot hold the field", D{e("_id", 1), e("a", A{D{}, 1})}, set(e("a.$[].b", 0)), nil, "28: Cannot create field 'b' in element {1: 1}"},
-		{"in the first position", D{e("_id", 1)}, set(e("$[]", 0)), nil, "2: Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '$[]'"},
-		{"two paths that reach one element", D{e("_id", 1), e("a", A{1, 2})}, set(e("a.$[x]", 0), e("a.$[y]", 1)), A{D{e("x", 1)}, D{e("y", D{e("$lt", 5)})}}, "40: Update created a conflict at 'a.0'"},
-		{"$rename from a positional path", D{e("_id", 1), e("a", A{D{e("b", 1)}})}, D{e("$rename", D{e("a.$[].b", "c")})}, nil, "2: The source field for $rename may not be dynamic: a.$[].b"},
-		{"the positional operator $", D{e("_id", 1), e("a", A{1})}, set(e("a.$", 2)), nil, "2: mongotest does not implement the positional operator $ (in the update path 'a.$')"},
+		{"$ takes the element the query matched", D{e("_id", 1), e("a", A{D{e("s", "x"), e("n", 1)}, D{e("s", "y"), e("n", 1)}})}, D{e("a.s", "y")}, set(e("a.$.n", 2)), nil, `{"_id":1,"a":[{"s":"x","n":1},{"s":"y","n":2}]}`},
+		{"$ with $elemMatch", D{e("_id", 1), e("a", A{D{e("s", 1), e("t", 1)}, D{e("s", 1), e("t", 2)}})}, D{e("_id", 1), e("a", D{e("$elemMatch", D{e("s", 1), e("t", 2)})})}, D{e("$inc", D{e("a.$.t", 10)})}, nil, `{"_id":1,"a":[{"s":1,"t":1},{"s":1,"t":12}]}`},
+		{"$ of scalar elements, the first that matches", D{e("_id", 1), e("a", A{5, 7, 9})}, D{e("a", D{e("$gt", 6)})}, set(e("a.$", 0)), nil, `{"_id":1,"a":[5,0,9]}`},
+		{"$ with $[] after it", D{e("_id", 1), e("a", A{D{e("k", 1), e("b", A{1, 2})}, D{e("k", 2), e("b", A{3})}})}, D{e("a.k", 2)}, D{e("$inc", D{e("a.$.b.$[]", 1)})}, nil, `{"_id":1,"a":[{"k":1,"b":[1,2]},{"k":2,"b":[4]}]}`},
+		{"$ without a match from the query", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$", 2)), nil, "2: The positional operator did not find the match needed from the query."},
+		{"$ twice in a path", D{e("_id", 1), e("a", A{1})}, D{e("a", 1)}, set(e("a.$.b.$", 2)), nil, "2: Too many positional (i.e. '$') elements found in path 'a.$.b.$'"},
+		{"$ in the first position", D{e("_id", 1)}, nil, set(e("$", 2)), nil, "2: Cannot have positional (i.e. '$') element in the first position in path '$'"},
+		{"$[] sets a field of each element", D{e("_id", 1), e("a", A{D{e("b", 1)}, D{e("c", 2)}})}, nil, set(e("a.$[].b", 0)), nil, `{"_id":1,"a":[{"b":0},{"c":2,"b":0}]}`},
+		{"$[] increments each element", D{e("_id", 1), e("a", A{1, 2, 3})}, nil, D{e("$inc", D{e("a.$[]", 10)})}, nil, `{"_id":1,"a":[11,12,13]}`},
+		{"$[] of an empty array changes nothing", D{e("_id", 1), e("a", A{})}, nil, set(e("a.$[].b", 1)), nil, `{"_id":1,"a":[]}`},
+		{"$[x] takes the elements its filter matches", D{e("_id", 1), e("a", A{1, 2, 3})}, nil, set(e("a.$[x]", 0)), A{D{e("x", D{e("$gte", 2)})}}, `{"_id":1,"a":[1,0,0]}`},
+		{"$[x] on a field of the elements", D{e("_id", 1), e("a", A{D{e("g", 80)}, D{e("g", 90)}})}, nil, set(e("a.$[x].top", true)), A{D{e("x.g", D{e("$gte", 85)})}}, `{"_id":1,"a":[{"g":80},{"g":90,"top":true}]}`},
+		{"a filter with two conditions", D{e("_id", 1), e("a", A{D{e("g", 1), e("h", 1)}, D{e("g", 1), e("h", 2)}})}, nil, D{e("$unset", D{e("a.$[x].g", "")})}, A{D{e("x.g", 1), e("x.h", 2)}}, `{"_id":1,"a":[{"g":1,"h":1},{"h":2}]}`},
+		{"nested positional operators", D{e("_id", 1), e("a", A{D{e("b", A{1, 2})}, D{e("b", A{3})}})}, nil, D{e("$inc", D{e("a.$[].b.$[y]", 100)})}, A{D{e("y", D{e("$gt", 1)})}}, `{"_id":1,"a":[{"b":[1,102]},{"b":[103]}]}`},
+		{"$push into the matched elements", D{e("_id", 1), e("a", A{D{e("k", "p"), e("l", A{})}, D{e("k", "q"), e("l", A{})}})}, nil, D{e("$push", D{e("a.$[m].l", 7)})}, A{D{e("m.k", "q")}}, `{"_id":1,"a":[{"k":"p","l":[]},{"k":"q","l":[7]}]}`},
+		{"two identifiers in one filter", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$[x]", 0)), A{D{e("x", 1), e("y", 1)}}, "9: Error parsing array filter :: caused by :: Expected a single top-level field name, found 'x' and 'y'"},
+		{"an identifier without a filter", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$[z]", 0)), nil, "2: No array filter found for identifier 'z' in path 'a.$[z]'"},
+		{"a filter the update does not use", D{e("_id", 1), e("a", A{1})}, nil, set(e("a", 0)), A{D{e("x", 1)}}, "9: The array filter for identifier 'x' was not used in the update { $set: { a: 0 } }"},
+		{"an identifier that is not one", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$[X]", 0)), A{D{e("X", 1)}}, "2: Error parsing array filter :: caused by :: The top-level field name must be an alphanumeric string beginning with a lowercase letter, found 'X'"},
+		{"two filters of one identifier", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$[x]", 0)), A{D{e("x", 1)}, D{e("x", 2)}}, "9: Found multiple array filters with the same top-level field name x"},
+		{"an array that is not there", D{e("_id", 1)}, nil, set(e("a.$[].b", 0)), nil, "2: The path 'a' must exist in the document in order to apply array updates."},
+		{"a field that is not an array", D{e("_id", 1), e("a", 5)}, nil, set(e("a.$[]", 0)), nil, "2: Cannot apply array updates to non-array element a: 5"},
+		{"an element that cannot hold the field", D{e("_id", 1), e("a", A{D{}, 1})}, nil, set(e("a.$[].b", 0)), nil, "28: Cannot create field 'b' in element {1: 1}"},
+		{"in the first position", D{e("_id", 1)}, nil, set(e("$[]", 0)), nil, "2: Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '$[]'"},
+		{"two paths that reach one element", D{e("_id", 1), e("a", A{1, 2})}, nil, set(e("a.$[x]", 0), e("a.$[y]", 1)), A{D{e("x", 1)}, D{e("y", D{e("$lt", 5)})}}, "40: Update created a conflict at 'a.0'"},
+		{"$rename from a positional path", D{e("_id", 1), e("a", A{D{e("b", 1)}})}, nil, D{e("$rename", D{e("a.$[].b", "c")})}, nil, "2: The source field for $rename may not be dynamic: a.$[].b"},
 	} {
 		name := fmt.Sprintf("p%d", i)
 		checkOK(t, r.run(cmd("x", bson.E{Key: "insert", Value: name}, bson.E{Key: "documents", Value: bson.A{tc.doc}})))
-		stmt := bson.D{{Key: "q", Value: bson.D{}}, {Key: "u", Value: tc.u}}
+		q := tc.q
+		if q == nil {
+			q = D{}
+		}
+		stmt := bson.D{{Key: "q", Value: q}, {Key: "u", Value: tc.u}}
 		if tc.filters != nil {
 			stmt = append(stmt, bson.E{Key: "arrayFilters", Value: tc.filters})
 		}
@@ -71,7 +82,8 @@ func TestPositionalUpdates(t *testing.T) {
 }
 
 // TestDriverArrayFilters: the official driver's arrayFilters, in an
-// updateMany, a findOneAndUpdate and a client bulk write (MongoDB 8.0).
+// updateMany, a findOneAndUpdate and a client bulk write (MongoDB 8.0),
+// and the positional operator $ in an updateOne.
 func TestDriverArrayFilters(t *testing.T) {
 	srv := start(t, mongotest.WithVersion("8.0"))
 	client := connect(t, srv.URI())
@@ -103,4 +115,9 @@ func TestDriverArrayFilters(t *testing.T) {
 		t.Fatalf("BulkWrite with arrayFilters: %v", err)
 	}
 	wantDocs(t, "grades", collDocs(t, coll), `{"_id":1,"g":[190,170,200]}`, `{"_id":2,"g":[140,200]}`)
+	// $: the element the query matched.
+	if res, err := coll.UpdateOne(c, bson.D{{Key: "g", Value: 200}}, bson.D{{Key: "$set", Value: bson.D{{Key: "g.$", Value: 0}}}}); err != nil || res.ModifiedCount != 1 {
+		t.Fatalf("UpdateOne with $: %+v, %v", res, err)
+	}
+	wantDocs(t, "grades", collDocs(t, coll), `{"_id":1,"g":[190,170,0]}`, `{"_id":2,"g":[140,200]}`)
 }

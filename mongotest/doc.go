@@ -36,7 +36,7 @@
 //     listDatabases (with the admin, config and local databases of a
 //     mongod, of nominal sizes), listCollections, endSessions;
 //   - an in-memory store with MongoDB's semantics: insert, update (operators
-//     or replacement, multi, upsert, the positional operators $[] and
+//     or replacement, multi, upsert, the positional operators $, $[] and
 //     $[<identifier>] with arrayFilters), delete, findAndModify, find (filter,
 //     sort, projection, skip, limit, batchSize), getMore, killCursors,
 //     count, distinct, aggregate ($match, $group, $count, $sort, $skip,

@@ -63,6 +63,7 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 		return nil, errorf(codeFailedToParse, "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document")
 	}
 	if u != nil {
+		u.query = f
 		if err := u.setArrayFilters(req.body.Lookup("arrayFilters"), req.body.Lookup("update")); err != nil {
 			return nil, err
 		}

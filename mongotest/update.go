@@ -15,18 +15,20 @@ import (
 // $set $unset $inc $mul $min $max $rename $setOnInsert $currentDate, and
 // for arrays $push (with $each, $position, $slice, $sort) $addToSet (with
 // $each) $pop $pull $pullAll, at paths that may have the positional
-// operators $[] and $[<identifier>] (arrayfilters.go). Pipeline-style
-// updates, the positional operator $ and $bit are refused as not
-// implemented.
+// operators $, $[] and $[<identifier>] (arrayfilters.go). Pipeline-style
+// updates and $bit are refused as not implemented.
 
 // update is a parsed update document.
 type update struct {
 	replacement bson.Raw   // a replacement document, or nil
 	ops         []updateOp // the operators, in the order MongoDB applies them
-	// positional is set when a path of ops has $[] or $[<identifier>];
-	// filters are the arrayFilters, by identifier (setArrayFilters).
+	// positional is set when a path of ops has $, $[] or
+	// $[<identifier>]; filters are the arrayFilters, by identifier
+	// (setArrayFilters); query is the filter of the statement, whose
+	// match $ stands for.
 	positional bool
 	filters    map[string]*arrayFilter
+	query      *filter
 }
 
 // updateOp is one field of one operator, {$inc: {n: 1}}.
@@ -154,16 +156,22 @@ func updatePath(s string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	dollars := 0
 	for i, p := range path {
 		_, positional := positionalID(p)
+		if p == "$" {
+			dollars++
+		}
 		switch {
 		case p == "":
 			return nil, errorf(codeEmptyFieldName, "The update path '%s' contains an empty field name, which is not allowed.", s)
+		case p == "$" && i == 0:
+			return nil, errorf(codeBadValue, "Cannot have positional (i.e. '$') element in the first position in path '%s'", s)
 		case positional && i == 0:
 			return nil, errorf(codeBadValue, "Cannot have array filter identifier (i.e. '$[<id>]') element in the first position in path '%s'", s)
+		case dollars > 1:
+			return nil, errorf(codeBadValue, "Too many positional (i.e. '$') elements found in path '%s'", s)
 		case positional:
-		case p == "$":
-			return nil, errorf(codeBadValue, "mongotest does not implement the positional operator %s (in the update path '%s')", p, s)
 		case strings.HasPrefix(p, "$"):
 			return nil, errorf(codeDollarPrefixedFieldName, "The dollar ($) prefixed field '%s' in '%s' is not valid for storage.", p, s)
 		}
@@ -343,7 +351,7 @@ func (u *update) apply(doc bson.Raw, insert bool) (bson.Raw, error) {
 	}
 	root := &mval{doc: newMdoc(doc)}
 	if u.positional {
-		if err := u.applyPositional(root, insert, oldID); err != nil {
+		if err := u.applyPositional(root, doc, insert, oldID); err != nil {
 			return nil, err
 		}
 	} else {

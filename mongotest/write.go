@@ -146,6 +146,7 @@ func (s *Server) updateOne(req *request, coll string, st bson.Raw) (updateResult
 	if err != nil {
 		return res, err
 	}
+	u.query = f
 	multi, err := boolArg(st, "multi", false)
 	if err != nil {
 		return res, err
