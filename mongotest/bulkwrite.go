@@ -60,6 +60,9 @@ func (s *Server) bulkWrite(req *request) (bson.D, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := cur.LookupErr("batchSize"); err != nil {
+		batchSize = -1 // every result in the first batch, as the size of a reply allows
+	}
 	// Every operation is checked before any runs, as mongod parses the
 	// whole command first.
 	parsed := make([]bulkOp, len(ops))
@@ -130,13 +133,7 @@ func (s *Server) bulkWrite(req *request) (bson.D, error) {
 		}
 	}
 
-	c := &cursor{ns: bulkWriteNS, docs: results, left: -1}
-	first, done := c.nextBatch(batchSize)
-	var id int64
-	if !done {
-		id = s.cursors.open(c)
-	}
-	return append(cursorReply("firstBatch", first, id, bulkWriteNS),
+	return append(s.firstBatch(&cursor{ns: bulkWriteNS, docs: results, left: -1}, batchSize, false),
 		bson.E{Key: "nErrors", Value: counts.errors},
 		bson.E{Key: "nInserted", Value: counts.inserted},
 		bson.E{Key: "nMatched", Value: counts.matched},

@@ -136,6 +136,20 @@ func TestBulkWriteCommand(t *testing.T) {
 	if n := srv.Stats().Commands["getMore"]; n != 1 {
 		t.Errorf("%d getMores; want one for the results after the first batch of 2", n)
 	}
+	// batchSize 0: an empty first batch, the results all in the cursor.
+	var empty struct {
+		Cursor struct {
+			ID         int64      `bson:"id"`
+			FirstBatch []bson.Raw `bson:"firstBatch"`
+		} `bson:"cursor"`
+	}
+	ops = bson.A{bson.D{{Key: "insert", Value: 0}, {Key: "document", Value: bson.D{{Key: "_id", Value: 20}}}}}
+	if err := admin.RunCommand(c, cmd(bson.E{Key: "cursor", Value: bson.D{{Key: "batchSize", Value: 0}}})).Decode(&empty); err != nil {
+		t.Fatal(err)
+	}
+	if empty.Cursor.ID == 0 || len(empty.Cursor.FirstBatch) != 0 {
+		t.Errorf("batchSize 0: cursor %d with %d results first; want an open cursor and an empty first batch", empty.Cursor.ID, len(empty.Cursor.FirstBatch))
+	}
 
 	// errorsOnly: the cursor has the failed operations only; the counts
 	// are all there.
