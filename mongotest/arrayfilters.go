@@ -187,14 +187,6 @@ func (u *update) concretePaths(root *mval, doc bson.Raw, path []string) ([][]str
 	if i < 0 {
 		return [][]string{path}, nil
 	}
-	prefix := strings.Join(path[:i], ".")
-	arr := lookup(root, path[:i])
-	switch {
-	case arr == nil:
-		return nil, errorf(codeBadValue, "The path '%s' must exist in the document in order to apply array updates.", prefix)
-	case !arr.asArray():
-		return nil, errorf(codeBadValue, "Cannot apply array updates to non-array element %s: %s", path[i-1], formatValue(arr.value()))
-	}
 	id, _ := positionalID(path[i])
 	if id == "$" {
 		j, ok := matchedIndex(u.query, doc, path[:i])
@@ -202,6 +194,14 @@ func (u *update) concretePaths(root *mval, doc bson.Raw, path []string) ([][]str
 			return nil, errorf(codeBadValue, "The positional operator did not find the match needed from the query.")
 		}
 		return u.concretePaths(root, doc, slices.Concat(path[:i], []string{strconv.Itoa(j)}, path[i+1:]))
+	}
+	prefix := strings.Join(path[:i], ".")
+	arr := lookup(root, path[:i])
+	switch {
+	case arr == nil:
+		return nil, errorf(codeBadValue, "The path '%s' must exist in the document in order to apply array updates.", prefix)
+	case !arr.asArray():
+		return nil, errorf(codeBadValue, "Cannot apply array updates to non-array element %s: %s", path[i-1], formatValue(arr.value()))
 	}
 	var out [][]string
 	for j, e := range arr.arr {

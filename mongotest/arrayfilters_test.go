@@ -2,6 +2,7 @@ package mongotest_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/mongopool/mongopool/mongotest"
@@ -26,13 +27,16 @@ func TestPositionalUpdates(t *testing.T) {
 		q       D // the query; nil for {}
 		u       D
 		filters A
-		want    string
+		// want is the document after the update, or the write error's
+		// "code: errmsg"; "upsert: " before it makes the update an upsert.
+		want string
 	}{
 		{"$ takes the element the query matched", D{e("_id", 1), e("a", A{D{e("s", "x"), e("n", 1)}, D{e("s", "y"), e("n", 1)}})}, D{e("a.s", "y")}, set(e("a.$.n", 2)), nil, `{"_id":1,"a":[{"s":"x","n":1},{"s":"y","n":2}]}`},
 		{"$ with $elemMatch", D{e("_id", 1), e("a", A{D{e("s", 1), e("t", 1)}, D{e("s", 1), e("t", 2)}})}, D{e("_id", 1), e("a", D{e("$elemMatch", D{e("s", 1), e("t", 2)})})}, D{e("$inc", D{e("a.$.t", 10)})}, nil, `{"_id":1,"a":[{"s":1,"t":1},{"s":1,"t":12}]}`},
 		{"$ of scalar elements, the first that matches", D{e("_id", 1), e("a", A{5, 7, 9})}, D{e("a", D{e("$gt", 6)})}, set(e("a.$", 0)), nil, `{"_id":1,"a":[5,0,9]}`},
 		{"$ with $[] after it", D{e("_id", 1), e("a", A{D{e("k", 1), e("b", A{1, 2})}, D{e("k", 2), e("b", A{3})}})}, D{e("a.k", 2)}, D{e("$inc", D{e("a.$.b.$[]", 1)})}, nil, `{"_id":1,"a":[{"k":1,"b":[1,2]},{"k":2,"b":[4]}]}`},
 		{"$ without a match from the query", D{e("_id", 1), e("a", A{1})}, nil, set(e("a.$", 2)), nil, "2: The positional operator did not find the match needed from the query."},
+		{"$ in an upsert's new document", D{e("_id", 0)}, D{e("_id", 9), e("a.k", 1)}, set(e("a.$.v", 1)), nil, "upsert: 2: The positional operator did not find the match needed from the query."},
 		{"$ twice in a path", D{e("_id", 1), e("a", A{1})}, D{e("a", 1)}, set(e("a.$.b.$", 2)), nil, "2: Too many positional (i.e. '$') elements found in path 'a.$.b.$'"},
 		{"$ in the first position", D{e("_id", 1)}, nil, set(e("$", 2)), nil, "2: Cannot have positional (i.e. '$') element in the first position in path '$'"},
 		{"$[] sets a field of each element", D{e("_id", 1), e("a", A{D{e("b", 1)}, D{e("c", 2)}})}, nil, set(e("a.$[].b", 0)), nil, `{"_id":1,"a":[{"b":0},{"c":2,"b":0}]}`},
@@ -62,6 +66,10 @@ func TestPositionalUpdates(t *testing.T) {
 			q = D{}
 		}
 		stmt := bson.D{{Key: "q", Value: q}, {Key: "u", Value: tc.u}}
+		want, upsert := strings.CutPrefix(tc.want, "upsert: ")
+		if upsert {
+			stmt = append(stmt, bson.E{Key: "upsert", Value: true})
+		}
 		if tc.filters != nil {
 			stmt = append(stmt, bson.E{Key: "arrayFilters", Value: tc.filters})
 		}
@@ -75,8 +83,8 @@ func TestPositionalUpdates(t *testing.T) {
 			checkOK(t, found)
 			got = relaxed(t, found.Lookup("cursor", "firstBatch", "0").Document())
 		}
-		if got != tc.want {
-			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		if got != want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, want)
 		}
 	}
 }
