@@ -15,7 +15,7 @@ import (
 // $set $unset $inc $mul $min $max $rename $setOnInsert $currentDate, and
 // for arrays $push (with $each, $position, $slice, $sort) $addToSet (with
 // $each) $pop $pull $pullAll, at paths that may have the positional
-// operators $, $[] and $[<identifier>] (arrayfilters.go). Pipeline-style
+// operators $, $[] and $[<identifier>] (positional.go). Pipeline-style
 // updates and $bit are refused as not implemented.
 
 // update is a parsed update document.
