@@ -72,6 +72,7 @@ const (
 	codeUndefinedVariable  = 17276
 	codeNewRootNotObject   = 40228
 	codeUnwindPath         = 28818
+	codePositionalNoMatch  = 51246
 )
 
 // codeNames are the codeName of each code, as MongoDB names them.

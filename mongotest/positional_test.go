@@ -129,3 +129,53 @@ func TestDriverArrayFilters(t *testing.T) {
 	}
 	wantDocs(t, "grades", collDocs(t, coll), `{"_id":1,"g":[190,170,0]}`, `{"_id":2,"g":[140,200]}`)
 }
+
+// TestPositionalProjection: find's projection {"a.$": 1} returns, of the
+// array a, the element the query matched; the projections mongod refuses
+// are refused as it refuses them.
+func TestPositionalProjection(t *testing.T) {
+	srv := start(t)
+	r := dialRaw(t, srv)
+	type D = bson.D
+	type A = bson.A
+	e := func(k string, v any) bson.E { return bson.E{Key: k, Value: v} }
+	checkOK(t, r.run(cmd("x", e("insert", "pp"), e("documents", A{
+		D{e("_id", 1), e("name", "one"), e("g", A{80, 85, 90}), e("items", A{D{e("sku", "a"), e("qty", 1)}, D{e("sku", "b"), e("qty", 1)}, D{e("sku", "b"), e("qty", 5)}})},
+		D{e("_id", 2), e("name", "two"), e("g", A{99}), e("items", A{D{e("sku", "c"), e("qty", 2)}})},
+	}))))
+	for _, tc := range []struct {
+		name       string
+		filter     D
+		projection D
+		want       string // the documents, or "code: errmsg"
+	}{
+		{"the first element a condition matched", D{e("g", D{e("$gte", 85)})}, D{e("g.$", 1)}, `{"_id":1,"g":[85]} {"_id":2,"g":[99]}`},
+		{"with other fields", D{e("items.sku", "b")}, D{e("name", 1), e("items.$", 1)}, `{"_id":1,"name":"one","items":[{"sku":"b","qty":1}]}`},
+		{"by $elemMatch", D{e("items", D{e("$elemMatch", D{e("sku", "b"), e("qty", D{e("$gt", 1)})})})}, D{e("_id", 0), e("items.$", true)}, `{"items":[{"sku":"b","qty":5}]}`},
+		{"a query with no condition on the array", D{e("_id", 1)}, D{e("g.$", 1)}, "51246: Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array"},
+		{"two positional projections", D{e("g", 80)}, D{e("g.$", 1), e("items.$", 1)}, "2: Cannot specify more than one positional projection per query."},
+		{"in the middle of a path", D{e("g", 80)}, D{e("items.$.sku", 1)}, "2: As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent."},
+		{"an exclusion", D{e("g", 80)}, D{e("g.$", 0)}, "2: the positional projection g.$ must be an inclusion (1 or true)"},
+		{"with the array itself", D{e("g", 80)}, D{e("g", 1), e("g.$", 1)}, "31250: Path collision at g.$"},
+	} {
+		reply := r.run(cmd("x", e("find", "pp"), e("filter", tc.filter), e("projection", tc.projection), e("sort", D{e("_id", 1)})))
+		var got string
+		if reply.Lookup("ok").Double() != 1 {
+			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
+		} else {
+			var docs []string
+			for _, v := range arrayValues(t, reply.Lookup("cursor", "firstBatch")) {
+				docs = append(docs, relaxed(t, v.Document()))
+			}
+			got = strings.Join(docs, " ")
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	// $project has no positional projection: refused there.
+	reply := r.run(cmd("x", e("aggregate", "pp"), e("pipeline", A{D{e("$project", D{e("g.$", 1)})}}), e("cursor", D{})))
+	if reply.Lookup("ok").Double() == 1 || !strings.Contains(reply.Lookup("errmsg").StringValue(), "positional projection g.$") {
+		t.Errorf("$project with a positional projection: %s", reply)
+	}
+}

@@ -12,8 +12,10 @@ import (
 // the projection's order); an exclusion projection ({a: 0}) returns all
 // but the fields named. _id is returned unless excluded, in either kind.
 // Mixing inclusions and exclusions (but for _id) is refused as mongod
-// refuses it. $slice, $elemMatch, $meta and the positional a.$ are refused
-// as not implemented.
+// refuses it. find's projection may end a path with the positional $
+// ({"a.$": 1}): the array a then holds only the element the query matched
+// (see withMatchedElement). $slice, $elemMatch, $meta, and the positional $
+// elsewhere, are refused as not implemented.
 
 // projection is a parsed projection.
 type projection struct {
@@ -21,6 +23,10 @@ type projection struct {
 	root      *projNode
 	keepID    bool
 	js        *jsRun // where its $function calls run; nil where none may
+	// positional is the path of the array of {"a.$": 1}, nil if none;
+	// allowPositional says that the command takes it (find).
+	positional      []string
+	allowPositional bool
 }
 
 // projNode is a field of a projection: a leaf that is included, excluded
@@ -40,9 +46,20 @@ func parseProjection(spec bson.Raw) (*projection, error) {
 	return parseProjectionJS(spec, nil)
 }
 
+// parseFindProjection parses the projection of find, which may have the
+// positional $.
+func parseFindProjection(spec bson.Raw) (*projection, error) {
+	return parseProjectionWith(&projection{allowPositional: true}, spec)
+}
+
 // parseProjectionJS parses a projection whose $function calls run in js.
 func parseProjectionJS(spec bson.Raw, js *jsRun) (*projection, error) {
-	p := &projection{root: newProjNode(), keepID: true, js: js}
+	return parseProjectionWith(&projection{js: js}, spec)
+}
+
+// parseProjectionWith parses spec into p.
+func parseProjectionWith(p *projection, spec bson.Raw) (*projection, error) {
+	p.root, p.keepID = newProjNode(), true
 	kinds := &projKinds{}
 	if err := p.parseInto(spec, "", kinds); err != nil {
 		return nil, err
@@ -80,8 +97,15 @@ func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error
 		switch {
 		case strings.HasPrefix(key, "$"):
 			return errorf(codeFieldPathDollar, "FieldPath field names may not start with '$'. Consider using $getField or $setField.")
-		case strings.HasSuffix(key, ".$") || strings.Contains(key, ".$."):
-			return errorf(codeBadValue, "mongotest does not implement the positional projection %s", name)
+		case strings.Contains(name, ".$."):
+			return errorf(codeBadValue, "As of 4.4, it's illegal to specify positional operator in the middle of a path.Positional projection may only be used at the end, for example: a.b.$. If the query previously used a form like a.b.$.d, remove the parts following the '$' and the results will be equivalent.")
+		case strings.HasSuffix(name, ".$") && !p.allowPositional:
+			return errorf(codeBadValue, "mongotest does not implement the positional projection %s here (find has it)", name)
+		case strings.HasSuffix(name, ".$"):
+			if err := p.parsePositional(name, v, k); err != nil {
+				return err
+			}
+			continue
 		}
 		if d, ok := v.DocumentOK(); ok {
 			op := commandName(d)
@@ -139,6 +163,40 @@ func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error
 		}
 	}
 	return nil
+}
+
+// parsePositional parses {"a.$": 1}, the positional projection name.
+func (p *projection) parsePositional(name string, v bson.RawValue, k *projKinds) error {
+	switch {
+	case p.positional != nil:
+		return errorf(codeBadValue, "Cannot specify more than one positional projection per query.")
+	case (v.Type != bson.TypeBoolean && !isNumber(v)) || !truthy(v):
+		return errorf(codeBadValue, "the positional projection %s must be an inclusion (1 or true)", name)
+	case k.exclude:
+		return errorf(codeInclusionInExclude, "Cannot do inclusion on field %s in exclusion projection", name)
+	}
+	path, err := splitPath(strings.TrimSuffix(name, ".$"))
+	if err != nil {
+		return err
+	}
+	p.positional, k.include = path, true
+	return p.root.insert(path, &projNode{leaf: true}, name)
+}
+
+// withMatchedElement returns doc with the array at p's positional path
+// holding only the element the query f matched ({"a.$": 1}), for the
+// projection to include; it fails, as mongod fails the find, when f
+// matched no element there.
+func (p *projection) withMatchedElement(f *filter, doc bson.Raw) (bson.Raw, error) {
+	j, ok := matchedIndex(f, doc, p.positional)
+	if !ok {
+		return nil, errorf(codePositionalNoMatch, "Executor error during find command :: caused by :: positional operator '.$' couldn't find a matching element in the array")
+	}
+	root := &mval{doc: newMdoc(doc)}
+	arr := lookup(root, p.positional)
+	arr.asArray()
+	arr.arr = arr.arr[j : j+1]
+	return root.doc.encode(), nil
 }
 
 // insert places leaf at path beneath n, refusing a path that collides with

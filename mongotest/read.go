@@ -61,7 +61,7 @@ func (s *Server) find(req *request) (bson.D, error) {
 	if pd, err := docArg(req.body, "projection"); err != nil {
 		return nil, err
 	} else if len(pd) > 5 {
-		if proj, err = parseProjection(pd); err != nil {
+		if proj, err = parseFindProjection(pd); err != nil {
 			return nil, err
 		}
 	}
@@ -104,6 +104,19 @@ func (s *Server) find(req *request) (bson.D, error) {
 	}
 	sortDocs(docs, sort)
 	docs = docs[min(q.skip, int64(len(docs))):]
+	if proj != nil && proj.positional != nil {
+		// The matched element of each document returned, which the query
+		// gives, before the projection runs on the documents alone.
+		if limit > 0 && limit < int64(len(docs)) {
+			docs = docs[:limit]
+		}
+		docs = slices.Clone(docs)
+		for i, d := range docs {
+			if docs[i], err = proj.withMatchedElement(q.filter, d); err != nil {
+				return nil, err
+			}
+		}
+	}
 	ns := req.db + "." + q.coll
 	c := &cursor{ns: ns, docs: docs, left: -1, project: proj}
 	if limit > 0 {
