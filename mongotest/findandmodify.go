@@ -35,7 +35,7 @@ func (s *Server) findAndModify(req *request) (bson.D, error) {
 	if pd, err := docArg(req.body, "fields"); err != nil {
 		return nil, err
 	} else if len(pd) > 5 {
-		if proj, err = parseProjection(pd); err != nil {
+		if proj, err = parseFindAndModifyProjection(pd); err != nil {
 			return nil, err
 		}
 	}

@@ -179,3 +179,55 @@ func TestPositionalProjection(t *testing.T) {
 		t.Errorf("$project with a positional projection: %s", reply)
 	}
 }
+
+// TestSliceProjection: the projection operator $slice of find and
+// findAndModify: the first n elements, the last n, [skip, limit]; alone it
+// returns every field, beside inclusions only those; not an array, the
+// value as it is.
+func TestSliceProjection(t *testing.T) {
+	srv := start(t)
+	r := dialRaw(t, srv)
+	type D = bson.D
+	type A = bson.A
+	e := func(k string, v any) bson.E { return bson.E{Key: k, Value: v} }
+	checkOK(t, r.run(cmd("x", e("insert", "sl"), e("documents", A{D{e("_id", 1), e("a", A{1, 2, 3, 4, 5}), e("b", "x"), e("c", D{e("d", A{1, 2, 3})})}}))))
+	sl := func(v any) D { return D{e("$slice", v)} }
+	for _, tc := range []struct {
+		name       string
+		projection D
+		want       string // the document, or "code: errmsg"
+	}{
+		{"the first n, alone: every field", D{e("a", sl(2))}, `{"_id":1,"a":[1,2],"b":"x","c":{"d":[1,2,3]}}`},
+		{"the last n", D{e("a", sl(-2))}, `{"_id":1,"a":[4,5],"b":"x","c":{"d":[1,2,3]}}`},
+		{"[skip, limit]", D{e("_id", 0), e("a", sl(A{1, 2})), e("b", 1)}, `{"a":[2,3],"b":"x"}`},
+		{"[skip from the end, limit]", D{e("a", sl(A{-2, 5})), e("b", 1)}, `{"_id":1,"a":[4,5],"b":"x"}`},
+		{"more than there are", D{e("a", sl(10)), e("b", 1)}, `{"_id":1,"a":[1,2,3,4,5],"b":"x"}`},
+		{"with an exclusion", D{e("a", sl(1)), e("c", 0)}, `{"_id":1,"a":[1],"b":"x"}`},
+		{"a nested array", D{e("c.d", sl(1))}, `{"_id":1,"a":[1,2,3,4,5],"b":"x","c":{"d":[1]}}`},
+		{"not an array", D{e("b", sl(1)), e("a", 1)}, `{"_id":1,"a":[1,2,3,4,5],"b":"x"}`},
+		{"an array of one", D{e("a", sl(A{1}))}, "2: $slice of a takes a number or an array of two, [skip, limit]; got an array of 1"},
+		{"a limit of 0", D{e("a", sl(A{0, 0}))}, "2: $slice of a: the limit must be positive, not 0"},
+		{"a string", D{e("a", sl("x"))}, "2: $slice of a takes a number or an array of two, [skip, limit], not a string"},
+	} {
+		reply := r.run(cmd("x", e("find", "sl"), e("projection", tc.projection)))
+		var got string
+		if reply.Lookup("ok").Double() != 1 {
+			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
+		} else {
+			got = relaxed(t, reply.Lookup("cursor", "firstBatch", "0").Document())
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	// findAndModify's fields take it too; $project has the expression.
+	reply := r.run(cmd("x", e("findAndModify", "sl"), e("query", D{}), e("update", D{e("$set", D{e("b", "y")})}), e("new", true), e("fields", D{e("a", sl(-1)), e("b", 1)})))
+	checkOK(t, reply)
+	if got := relaxed(t, reply.Lookup("value").Document()); got != `{"_id":1,"a":[5],"b":"y"}` {
+		t.Errorf("findAndModify with $slice: %s", got)
+	}
+	reply = r.run(cmd("x", e("aggregate", "sl"), e("pipeline", A{D{e("$project", D{e("a", sl(2))})}}), e("cursor", D{})))
+	if reply.Lookup("ok").Double() == 1 {
+		t.Errorf("$project with the projection operator $slice: %s", reply)
+	}
+}

@@ -14,8 +14,10 @@ import (
 // Mixing inclusions and exclusions (but for _id) is refused as mongod
 // refuses it. find's projection may end a path with the positional $
 // ({"a.$": 1}): the array a then holds only the element the query matched
-// (see withMatchedElement). $slice, $elemMatch, $meta, and the positional $
-// elsewhere, are refused as not implemented.
+// (see withMatchedElement). find's and findAndModify's take $slice
+// ({a: {$slice: 2}}), which neither includes nor excludes: alone, it
+// returns every field, a sliced. $elemMatch, $meta, and the positional $
+// and $slice elsewhere, are refused as not implemented.
 
 // projection is a parsed projection.
 type projection struct {
@@ -27,6 +29,9 @@ type projection struct {
 	// allowPositional says that the command takes it (find).
 	positional      []string
 	allowPositional bool
+	// allowSlice says that the command takes $slice (find and
+	// findAndModify; $project has the expression of that name).
+	allowSlice bool
 }
 
 // projNode is a field of a projection: a leaf that is included, excluded
@@ -34,6 +39,7 @@ type projection struct {
 type projNode struct {
 	leaf     bool
 	expr     expression // for a computed leaf
+	slice    *slice     // for a leaf of {$slice: ...}
 	children map[string]*projNode
 	order    []string // the children in the projection's order
 }
@@ -49,7 +55,13 @@ func parseProjection(spec bson.Raw) (*projection, error) {
 // parseFindProjection parses the projection of find, which may have the
 // positional $.
 func parseFindProjection(spec bson.Raw) (*projection, error) {
-	return parseProjectionWith(&projection{allowPositional: true}, spec)
+	return parseProjectionWith(&projection{allowPositional: true, allowSlice: true}, spec)
+}
+
+// parseFindAndModifyProjection parses the projection (fields) of
+// findAndModify, which may have $slice.
+func parseFindAndModifyProjection(spec bson.Raw) (*projection, error) {
+	return parseProjectionWith(&projection{allowSlice: true}, spec)
 }
 
 // parseProjectionJS parses a projection whose $function calls run in js.
@@ -110,6 +122,19 @@ func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error
 		if d, ok := v.DocumentOK(); ok {
 			op := commandName(d)
 			switch {
+			case op == "$slice" && p.allowSlice && len(mustElements(d)) == 1:
+				sl, err := parseSlice(d.Lookup("$slice"), name)
+				if err != nil {
+					return err
+				}
+				path, err := splitPath(name)
+				if err != nil {
+					return err
+				}
+				if err := p.root.insert(path, &projNode{leaf: true, slice: sl}, name); err != nil {
+					return err
+				}
+				continue
 			case op == "$slice" || op == "$elemMatch" || op == "$meta":
 				return errorf(codeBadValue, "mongotest does not implement the projection operator %s (on %s)", op, name)
 			case !strings.HasPrefix(op, "$"):
@@ -199,6 +224,66 @@ func (p *projection) withMatchedElement(f *filter, doc bson.Raw) (bson.Raw, erro
 	return root.doc.encode(), nil
 }
 
+// slice is the projection operator $slice: the first n elements of an
+// array ({$slice: n}), the last -n ({$slice: -n}), or limit elements from
+// skip ({$slice: [skip, limit]}, skip from the end when negative). A value
+// that is not an array is returned as it is, as in MongoDB.
+type slice struct {
+	skip, limit int64
+	hasSkip     bool
+}
+
+// parseSlice parses the argument v of {name: {$slice: v}}.
+func parseSlice(v bson.RawValue, name string) (*slice, error) {
+	if n, ok := v.AsInt64OK(); ok || v.Type == bson.TypeDouble {
+		if !ok {
+			n = int64(v.Double())
+		}
+		return &slice{limit: n}, nil
+	}
+	if v.Type == bson.TypeArray {
+		vals := arrayValues(v)
+		if len(vals) != 2 {
+			return nil, errorf(codeBadValue, "$slice of %s takes a number or an array of two, [skip, limit]; got an array of %d", name, len(vals))
+		}
+		var args [2]int64
+		for i, a := range vals {
+			if !isNumber(a) {
+				return nil, errorf(codeBadValue, "$slice of %s: [skip, limit] must be numbers, not %s", name, typeName(a.Type))
+			}
+			args[i] = int64(floatOf(a))
+		}
+		if args[1] <= 0 {
+			return nil, errorf(codeBadValue, "$slice of %s: the limit must be positive, not %d", name, args[1])
+		}
+		return &slice{skip: args[0], limit: args[1], hasSkip: true}, nil
+	}
+	return nil, errorf(codeBadValue, "$slice of %s takes a number or an array of two, [skip, limit], not a %s", name, typeName(v.Type))
+}
+
+// apply returns the elements of the array v that s takes.
+func (s *slice) apply(v bson.RawValue) bson.RawValue {
+	if v.Type != bson.TypeArray {
+		return v
+	}
+	vals := arrayValues(v)
+	n := int64(len(vals))
+	start, end := int64(0), n
+	switch {
+	case s.hasSkip && s.skip < 0:
+		start = max(n+s.skip, 0)
+		end = min(start+s.limit, n)
+	case s.hasSkip:
+		start = min(s.skip, n)
+		end = min(start+s.limit, n)
+	case s.limit >= 0:
+		end = min(s.limit, n)
+	default:
+		start = max(n+s.limit, 0)
+	}
+	return arrayValue(vals[start:end])
+}
+
 // insert places leaf at path beneath n, refusing a path that collides with
 // one placed before ("a" and "a.b").
 func (n *projNode) insert(path []string, leaf *projNode, name string) error {
@@ -250,6 +335,8 @@ func (n *projNode) include(doc, root bson.Raw, keepID bool) bson.Raw {
 			continue
 		}
 		switch {
+		case child.slice != nil:
+			b.append(key, child.slice.apply(e.Value()))
 		case child.leaf && child.expr == nil:
 			b.append(key, e.Value())
 		case child.leaf:
@@ -319,6 +406,8 @@ func (n *projNode) exclude(doc bson.Raw, keepID bool) bson.Raw {
 		case key == "_id" && !keepID:
 		case child == nil:
 			b.append(key, e.Value())
+		case child.slice != nil:
+			b.append(key, child.slice.apply(e.Value()))
 		case child.leaf:
 		default:
 			b.append(key, child.excludeValue(e.Value()))
