@@ -39,12 +39,11 @@
 //     or replacement, multi, upsert, the positional operators $, $[] and
 //     $[<identifier>] with arrayFilters), delete, findAndModify, find (filter,
 //     sort, projection with the positional a.$ and $slice, skip, limit,
-//     batchSize),
-//     getMore, killCursors, count, distinct, aggregate ($match, $group,
-//     $count, $sort, $skip, $limit, $project, $unset, $addFields, $unwind,
-//     $replaceRoot), create, drop, dropDatabase, and createIndexes,
-//     listIndexes and dropIndexes,
-//     with unique indexes enforced (E11000 duplicate key errors);
+//     batchSize), getMore, killCursors, count, distinct, aggregate ($match,
+//     $group, $count, $sort, $skip, $limit, $project, $unset, $addFields,
+//     $unwind, $replaceRoot), create, drop, dropDatabase, and
+//     createIndexes, listIndexes and dropIndexes, with unique indexes
+//     enforced (E11000 duplicate key errors);
 //   - the release it presents itself as (WithVersion; 7.0 by default) in
 //     its handshake, buildInfo and commands: from 8.0, the bulkWrite command
 //     of MongoClient.bulkWrite (inserts, updates and deletes on several
