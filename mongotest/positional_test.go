@@ -2,6 +2,7 @@ package mongotest_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -202,6 +203,8 @@ func TestSliceProjection(t *testing.T) {
 		{"[skip, limit]", D{e("_id", 0), e("a", sl(A{1, 2})), e("b", 1)}, `{"a":[2,3],"b":"x"}`},
 		{"[skip from the end, limit]", D{e("a", sl(A{-2, 5})), e("b", 1)}, `{"_id":1,"a":[4,5],"b":"x"}`},
 		{"more than there are", D{e("a", sl(10)), e("b", 1)}, `{"_id":1,"a":[1,2,3,4,5],"b":"x"}`},
+		{"the largest limit", D{e("a", sl(A{1, int64(math.MaxInt64)})), e("b", 1)}, `{"_id":1,"a":[2,3,4,5],"b":"x"}`},
+		{"the smallest skip and n", D{e("a", sl(A{int64(math.MinInt64), 1})), e("c", sl(int64(math.MinInt64)))}, `{"_id":1,"a":[1],"b":"x","c":{"d":[1,2,3]}}`},
 		{"with an exclusion", D{e("a", sl(1)), e("c", 0)}, `{"_id":1,"a":[1],"b":"x"}`},
 		{"a nested array", D{e("c.d", sl(1))}, `{"_id":1,"a":[1,2,3,4,5],"b":"x","c":{"d":[1]}}`},
 		{"not an array", D{e("b", sl(1)), e("a", 1)}, `{"_id":1,"a":[1,2,3,4,5],"b":"x"}`},

@@ -1,6 +1,7 @@
 package mongotest
 
 import (
+	"math"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -235,11 +236,8 @@ type slice struct {
 
 // parseSlice parses the argument v of {name: {$slice: v}}.
 func parseSlice(v bson.RawValue, name string) (*slice, error) {
-	if n, ok := v.AsInt64OK(); ok || v.Type == bson.TypeDouble {
-		if !ok {
-			n = int64(v.Double())
-		}
-		return &slice{limit: n}, nil
+	if isNumber(v) {
+		return &slice{limit: sliceCount(v)}, nil
 	}
 	if v.Type == bson.TypeArray {
 		vals := arrayValues(v)
@@ -251,7 +249,7 @@ func parseSlice(v bson.RawValue, name string) (*slice, error) {
 			if !isNumber(a) {
 				return nil, errorf(codeBadValue, "$slice of %s: [skip, limit] must be numbers, not %s", name, typeName(a.Type))
 			}
-			args[i] = int64(floatOf(a))
+			args[i] = sliceCount(a)
 		}
 		if args[1] <= 0 {
 			return nil, errorf(codeBadValue, "$slice of %s: the limit must be positive, not %d", name, args[1])
@@ -259,6 +257,24 @@ func parseSlice(v bson.RawValue, name string) (*slice, error) {
 		return &slice{skip: args[0], limit: args[1], hasSkip: true}, nil
 	}
 	return nil, errorf(codeBadValue, "$slice of %s takes a number or an array of two, [skip, limit], not a %s", name, typeName(v.Type))
+}
+
+// sliceCount returns the number v as an int64, a fraction truncated and a
+// double beyond int64's range clamped to it.
+func sliceCount(v bson.RawValue) int64 {
+	if n, ok := v.AsInt64OK(); ok && v.Type != bson.TypeDouble {
+		return n
+	}
+	f := floatOf(v)
+	switch {
+	case f != f:
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	case f <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(f)
 }
 
 // apply returns the elements of the array v that s takes.
@@ -272,10 +288,10 @@ func (s *slice) apply(v bson.RawValue) bson.RawValue {
 	switch {
 	case s.hasSkip && s.skip < 0:
 		start = max(n+s.skip, 0)
-		end = min(start+s.limit, n)
+		end = start + min(s.limit, n-start) // start+limit may overflow
 	case s.hasSkip:
 		start = min(s.skip, n)
-		end = min(start+s.limit, n)
+		end = start + min(s.limit, n-start)
 	case s.limit >= 0:
 		end = min(s.limit, n)
 	default:
