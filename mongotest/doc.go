@@ -38,8 +38,8 @@
 //   - an in-memory store with MongoDB's semantics: insert, update (operators
 //     or replacement, multi, upsert, the positional operators $, $[] and
 //     $[<identifier>] with arrayFilters), delete, findAndModify, find (filter,
-//     sort, projection with the positional a.$ and $slice, skip, limit,
-//     batchSize), getMore, killCursors, count, distinct, aggregate ($match,
+//     sort, projection with the positional a.$, $slice and $elemMatch,
+//     skip, limit, batchSize), getMore, killCursors, count, distinct, aggregate ($match,
 //     $group, $count, $sort, $skip, $limit, $project, $unset, $addFields,
 //     $unwind, $replaceRoot), create, drop, dropDatabase, and
 //     createIndexes, listIndexes and dropIndexes, with unique indexes

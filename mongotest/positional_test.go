@@ -234,3 +234,47 @@ func TestSliceProjection(t *testing.T) {
 		t.Errorf("$project with the projection operator $slice: %s", reply)
 	}
 }
+
+// TestElemMatchProjection: the projection operator $elemMatch of find and
+// findAndModify returns the first element that matches, as an inclusion;
+// none matching, or no array, leaves the field out.
+func TestElemMatchProjection(t *testing.T) {
+	srv := start(t)
+	r := dialRaw(t, srv)
+	type D = bson.D
+	type A = bson.A
+	e := func(k string, v any) bson.E { return bson.E{Key: k, Value: v} }
+	checkOK(t, r.run(cmd("x", e("insert", "em"), e("documents", A{
+		D{e("_id", 1), e("s", A{D{e("n", "a"), e("g", 1)}, D{e("n", "b"), e("g", 2)}, D{e("n", "c"), e("g", 2)}}), e("v", A{3, 8, 9}), e("o", 1)},
+	}))))
+	em := func(cond D) D { return D{e("$elemMatch", cond)} }
+	for _, tc := range []struct {
+		name       string
+		projection D
+		want       string // the document, or "code: errmsg"
+	}{
+		{"the first document that matches", D{e("s", em(D{e("g", 2)}))}, `{"_id":1,"s":[{"n":"b","g":2}]}`},
+		{"a scalar by an operator", D{e("v", em(D{e("$gt", 5)})), e("o", 1)}, `{"_id":1,"v":[8],"o":1}`},
+		{"none matches: the field is left out", D{e("s", em(D{e("g", 7)}))}, `{"_id":1}`},
+		{"not an array: left out", D{e("o", em(D{e("$gt", 0)}))}, `{"_id":1}`},
+		{"a nested field", D{e("s.n", em(D{e("g", 2)}))}, "2: Cannot use $elemMatch projection on a nested field."},
+		{"not an object", D{e("s", D{e("$elemMatch", 1)})}, "2: elemMatch: Invalid argument, object required, but got int"},
+		{"with an exclusion", D{e("s", em(D{e("g", 2)})), e("o", 0)}, "31254: Cannot do exclusion on field o in inclusion projection"},
+	} {
+		reply := r.run(cmd("x", e("find", "em"), e("projection", tc.projection)))
+		var got string
+		if reply.Lookup("ok").Double() != 1 {
+			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
+		} else {
+			got = relaxed(t, reply.Lookup("cursor", "firstBatch", "0").Document())
+		}
+		if got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	reply := r.run(cmd("x", e("findAndModify", "em"), e("query", D{}), e("update", D{e("$set", D{e("o", 2)})}), e("fields", D{e("v", em(D{e("$lt", 5)}))})))
+	checkOK(t, reply)
+	if got := relaxed(t, reply.Lookup("value").Document()); got != `{"_id":1,"v":[3]}` {
+		t.Errorf("findAndModify with $elemMatch: %s", got)
+	}
+}

@@ -17,8 +17,10 @@ import (
 // ({"a.$": 1}): the array a then holds only the element the query matched
 // (see withMatchedElement). find's and findAndModify's take $slice
 // ({a: {$slice: 2}}), which neither includes nor excludes: alone, it
-// returns every field, a sliced. $elemMatch, $meta, and the positional $
-// and $slice elsewhere, are refused as not implemented.
+// returns every field, a sliced; and $elemMatch ({a: {$elemMatch: cond}}),
+// an inclusion of a's first element that matches cond. $meta, and the
+// positional $, $slice and $elemMatch elsewhere, are refused as not
+// implemented.
 
 // projection is a parsed projection.
 type projection struct {
@@ -30,19 +32,24 @@ type projection struct {
 	// allowPositional says that the command takes it (find).
 	positional      []string
 	allowPositional bool
-	// allowSlice says that the command takes $slice (find and
-	// findAndModify; $project has the expression of that name).
-	allowSlice bool
+	// operators says that the command takes the projection operators
+	// $slice and $elemMatch (find and findAndModify; $project has an
+	// expression of the first name, and not the second).
+	operators bool
 }
 
 // projNode is a field of a projection: a leaf that is included, excluded
 // or computed, or the fields beneath a dotted path or a nested object.
 type projNode struct {
-	leaf     bool
-	expr     expression // for a computed leaf
-	slice    *slice     // for a leaf of {$slice: ...}
-	children map[string]*projNode
-	order    []string // the children in the projection's order
+	leaf  bool
+	expr  expression // for a computed leaf
+	slice *slice     // for a leaf of {$slice: ...}
+	// elemMatch, for a leaf of {$elemMatch: cond}, is the filter {x:
+	// {$elemMatch: cond}}, which an array of one element matches when the
+	// element does.
+	elemMatch *filter
+	children  map[string]*projNode
+	order     []string // the children in the projection's order
 }
 
 func newProjNode() *projNode { return &projNode{children: map[string]*projNode{}} }
@@ -56,13 +63,13 @@ func parseProjection(spec bson.Raw) (*projection, error) {
 // parseFindProjection parses the projection of find, which may have the
 // positional $.
 func parseFindProjection(spec bson.Raw) (*projection, error) {
-	return parseProjectionWith(&projection{allowPositional: true, allowSlice: true}, spec)
+	return parseProjectionWith(&projection{allowPositional: true, operators: true}, spec)
 }
 
 // parseFindAndModifyProjection parses the projection (fields) of
-// findAndModify, which may have $slice.
+// findAndModify, which may have $slice and $elemMatch.
 func parseFindAndModifyProjection(spec bson.Raw) (*projection, error) {
-	return parseProjectionWith(&projection{allowSlice: true}, spec)
+	return parseProjectionWith(&projection{operators: true}, spec)
 }
 
 // parseProjectionJS parses a projection whose $function calls run in js.
@@ -123,7 +130,12 @@ func (p *projection) parseInto(spec bson.Raw, prefix string, k *projKinds) error
 		if d, ok := v.DocumentOK(); ok {
 			op := commandName(d)
 			switch {
-			case op == "$slice" && p.allowSlice && len(mustElements(d)) == 1:
+			case op == "$elemMatch" && p.operators && len(mustElements(d)) == 1:
+				if err := p.parseElemMatch(name, d.Lookup("$elemMatch"), k); err != nil {
+					return err
+				}
+				continue
+			case op == "$slice" && p.operators && len(mustElements(d)) == 1:
 				sl, err := parseSlice(d.Lookup("$slice"), name)
 				if err != nil {
 					return err
@@ -223,6 +235,42 @@ func (p *projection) withMatchedElement(f *filter, doc bson.Raw) (bson.Raw, erro
 	arr.asArray()
 	arr.arr = arr.arr[j : j+1]
 	return root.doc.encode(), nil
+}
+
+// parseElemMatch parses {name: {$elemMatch: cond}}, the projection
+// operator that returns, of the array, its first element that matches
+// cond, and leaves the field out when none does or it is not an array. It
+// includes its field, as an inclusion does.
+func (p *projection) parseElemMatch(name string, cond bson.RawValue, k *projKinds) error {
+	switch {
+	case strings.Contains(name, "."):
+		return errorf(codeBadValue, "Cannot use $elemMatch projection on a nested field.")
+	case cond.Type != bson.TypeEmbeddedDocument:
+		return errorf(codeBadValue, "elemMatch: Invalid argument, object required, but got %s", typeName(cond.Type))
+	case k.exclude:
+		return errorf(codeInclusionInExclude, "Cannot do inclusion on field %s in exclusion projection", name)
+	}
+	f, err := parseFilter(mustMarshal(bson.D{{Key: "x", Value: bson.D{{Key: "$elemMatch", Value: cond}}}}))
+	if err != nil {
+		return err
+	}
+	k.include = true
+	return p.root.insert([]string{name}, &projNode{leaf: true, elemMatch: f}, name)
+}
+
+// firstMatching returns, as an array of one, the first element of the
+// array v that the $elemMatch filter f matches.
+func firstMatching(f *filter, v bson.RawValue) (bson.RawValue, bool) {
+	if v.Type != bson.TypeArray {
+		return bson.RawValue{}, false
+	}
+	for _, e := range arrayValues(v) {
+		one := arrayValue([]bson.RawValue{e})
+		if f.match(mustMarshal(bson.D{{Key: "x", Value: one}})) {
+			return one, true
+		}
+	}
+	return bson.RawValue{}, false
 }
 
 // slice is the projection operator $slice: the first n elements of an
@@ -353,6 +401,10 @@ func (n *projNode) include(doc, root bson.Raw, keepID bool) bson.Raw {
 		switch {
 		case child.slice != nil:
 			b.append(key, child.slice.apply(e.Value()))
+		case child.elemMatch != nil:
+			if v, ok := firstMatching(child.elemMatch, e.Value()); ok {
+				b.append(key, v)
+			}
 		case child.leaf && child.expr == nil:
 			b.append(key, e.Value())
 		case child.leaf:
