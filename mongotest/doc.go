@@ -39,11 +39,11 @@
 //     or replacement, multi, upsert, the positional operators $, $[] and
 //     $[<identifier>] with arrayFilters), delete, findAndModify, find (filter,
 //     sort, projection with the positional a.$, $slice and $elemMatch,
-//     skip, limit, batchSize), getMore, killCursors, count, distinct, aggregate ($match,
-//     $group, $count, $sort, $skip, $limit, $project, $unset, $addFields,
-//     $unwind, $replaceRoot), create, drop, dropDatabase, and
-//     createIndexes, listIndexes and dropIndexes, with unique indexes
-//     enforced (E11000 duplicate key errors);
+//     skip, limit, batchSize), getMore, killCursors, count, distinct,
+//     aggregate ($match, $group, $count, $sort, $skip, $limit, $project,
+//     $unset, $addFields, $unwind, $replaceRoot), create, drop,
+//     dropDatabase, and createIndexes, listIndexes and dropIndexes, with
+//     unique indexes enforced (E11000 duplicate key errors);
 //   - the release it presents itself as (WithVersion; 7.0 by default) in
 //     its handshake, buildInfo and commands: from 8.0, the bulkWrite command
 //     of MongoClient.bulkWrite (inserts, updates and deletes on several
