@@ -160,17 +160,7 @@ func TestPositionalProjection(t *testing.T) {
 		{"with the array itself", D{e("g", 80)}, D{e("g", 1), e("g.$", 1)}, "31250: Path collision at g.$"},
 	} {
 		reply := r.run(cmd("x", e("find", "pp"), e("filter", tc.filter), e("projection", tc.projection), e("sort", D{e("_id", 1)})))
-		var got string
-		if reply.Lookup("ok").Double() != 1 {
-			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
-		} else {
-			var docs []string
-			for _, v := range arrayValues(t, reply.Lookup("cursor", "firstBatch")) {
-				docs = append(docs, relaxed(t, v.Document()))
-			}
-			got = strings.Join(docs, " ")
-		}
-		if got != tc.want {
+		if got := foundOrError(t, reply); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
@@ -213,13 +203,7 @@ func TestSliceProjection(t *testing.T) {
 		{"a string", D{e("a", sl("x"))}, "2: $slice of a takes a number or an array of two, [skip, limit], not a string"},
 	} {
 		reply := r.run(cmd("x", e("find", "sl"), e("projection", tc.projection)))
-		var got string
-		if reply.Lookup("ok").Double() != 1 {
-			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
-		} else {
-			got = relaxed(t, reply.Lookup("cursor", "firstBatch", "0").Document())
-		}
-		if got != tc.want {
+		if got := foundOrError(t, reply); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
@@ -262,13 +246,7 @@ func TestElemMatchProjection(t *testing.T) {
 		{"with an exclusion", D{e("s", em(D{e("g", 2)})), e("o", 0)}, "31254: Cannot do exclusion on field o in inclusion projection"},
 	} {
 		reply := r.run(cmd("x", e("find", "em"), e("projection", tc.projection)))
-		var got string
-		if reply.Lookup("ok").Double() != 1 {
-			got = fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
-		} else {
-			got = relaxed(t, reply.Lookup("cursor", "firstBatch", "0").Document())
-		}
-		if got != tc.want {
+		if got := foundOrError(t, reply); got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
@@ -277,4 +255,18 @@ func TestElemMatchProjection(t *testing.T) {
 	if got := relaxed(t, reply.Lookup("value").Document()); got != `{"_id":1,"v":[3]}` {
 		t.Errorf("findAndModify with $elemMatch: %s", got)
 	}
+}
+
+// foundOrError returns the documents of find's first batch in reply, as
+// relaxed extended JSON separated by spaces, or the error's "code: errmsg".
+func foundOrError(t *testing.T, reply bson.Raw) string {
+	t.Helper()
+	if reply.Lookup("ok").Double() != 1 {
+		return fmt.Sprintf("%d: %s", reply.Lookup("code").AsInt64(), reply.Lookup("errmsg").StringValue())
+	}
+	var docs []string
+	for _, v := range arrayValues(t, reply.Lookup("cursor", "firstBatch")) {
+		docs = append(docs, relaxed(t, v.Document()))
+	}
+	return strings.Join(docs, " ")
 }
